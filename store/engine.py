@@ -1,0 +1,164 @@
+"""The store on disk: where each shard lives, the locks, the embedder recorded with the store.
+
+    HOME/store.json                 embedder name and dimension, format version
+    HOME/config.json                limits and policies (optional, see `config.py`)
+    HOME/ns/<digest>/namespace.json the namespace's real name
+    HOME/ns/<digest>/lock           one lock for every write in the namespace
+    HOME/ns/<digest>/<digest>/      a shard (see `shard.py`), named by the digest of its scope
+    HOME/system/...                 the registry of CLI sessions
+
+Shards are opened once per process and kept; each use refreshes them from disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from . import checkpoint
+from .embed import DEFAULT, Embedder, get_embedder
+from .errors import StoreMismatch
+from .locking import FileLock
+from .paths import digest, ensure_dir, write_atomic
+from .schemas import SCHEMAS
+from .shard import DESCRIPTOR, Shard
+
+log = logging.getLogger("mem.engine")
+
+SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
+FORMAT = 1
+
+
+class Engine:
+    def __init__(self, home: Path, embedder: str | None = None, checkpoints: str | None = None) -> None:
+        self.home = home
+        self._wanted_embedder = embedder or os.environ.get("MEM_EMBEDDER") or None
+        self.checkpoints = checkpoints or os.environ.get("MEM_CHECKPOINTS", "background")
+        self._shards: dict[Path, Shard] = {}
+        self._locks: dict[Path, FileLock] = {}
+        self._embedder: Embedder | None = None
+
+    # -- embedder ---------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The store's embedder; a store made with another one must be reindexed first."""
+        if self._embedder is None:
+            recorded = self.recorded_embedder()
+            name = self._wanted_embedder or (recorded or {}).get("embedder") or DEFAULT
+            if recorded and recorded.get("embedder") != name:
+                raise StoreMismatch(
+                    f"this store's vectors were made by the {recorded['embedder']!r} embedder, not {name!r}: "
+                    f"run `mem reindex --embedder {name}` to rebuild them",
+                    {"recorded": recorded, "wanted": name},
+                )
+            self._embedder = get_embedder(name)
+        return self._embedder
+
+    def recorded_embedder(self) -> dict | None:
+        try:
+            return orjson.loads((self.home / "store.json").read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def record_embedder(self, embedder: Embedder) -> None:
+        ensure_dir(self.home)
+        meta = {"format": FORMAT, "embedder": embedder.name, "dim": embedder.dim}
+        write_atomic(self.home / "store.json", orjson.dumps(meta))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        embedder = self.embedder
+        if self.recorded_embedder() is None:
+            self.record_embedder(embedder)
+        return embedder.embed(texts)
+
+    # -- layout -----------------------------------------------------------------------------
+
+    def namespace_dir(self, namespace: str) -> Path:
+        if namespace == SYSTEM:
+            return self.home / "system"
+        return self.home / "ns" / digest(namespace)
+
+    def lock(self, namespace: str) -> FileLock:
+        folder = self.namespace_dir(namespace)
+        if folder not in self._locks:
+            ensure_dir(folder)
+            if namespace != SYSTEM and not (folder / "namespace.json").exists():
+                write_atomic(folder / "namespace.json", orjson.dumps({"namespace": namespace}))
+            self._locks[folder] = FileLock(folder / "lock")
+        return self._locks[folder]
+
+    def shard(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Shard:
+        """The shard holding `kind` records of `scope` in `namespace` (refreshed from disk)."""
+        folder = self.namespace_dir(namespace) / digest(kind, *scope)
+        shard = self._shards.get(folder)
+        if shard is None:
+            dim = self.embedder.dim if SCHEMAS[schema].indexed else 0
+            descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope)}
+            shard = self._shards[folder] = Shard(folder, SCHEMAS[schema], dim, descriptor)
+        shard.refresh()
+        return shard
+
+    def memory_shard(self, schema: str = "entries") -> Shard:
+        """A shard that lives only in this process (a stdio session's working tier)."""
+        dim = self.embedder.dim if SCHEMAS[schema].indexed else 0
+        return Shard(None, SCHEMAS[schema], dim)
+
+    def namespaces(self) -> list[tuple[str, Path]]:
+        """(name, folder) of every namespace on disk."""
+        found = []
+        for folder in sorted((self.home / "ns").glob("*")):
+            try:
+                found.append((orjson.loads((folder / "namespace.json").read_bytes())["namespace"], folder))
+            except (FileNotFoundError, orjson.JSONDecodeError):
+                continue
+        return found
+
+    def shard_folders(self, namespace_folder: Path) -> list[tuple[dict, Path]]:
+        """(descriptor, folder) of every shard of a namespace."""
+        found = []
+        for folder in sorted(p for p in namespace_folder.iterdir() if p.is_dir()):
+            try:
+                found.append((orjson.loads((folder / DESCRIPTOR).read_bytes()), folder))
+            except (FileNotFoundError, orjson.JSONDecodeError):
+                continue
+        return found
+
+    def open_folder(self, folder: Path) -> Shard:
+        """A shard by its folder (for maintenance: gc, doctor, checkpoints)."""
+        if folder in self._shards:
+            shard = self._shards[folder]
+        else:
+            descriptor = orjson.loads((folder / DESCRIPTOR).read_bytes())
+            schema = SCHEMAS[descriptor["schema"]]
+            dim = self.embedder.dim if schema.indexed else 0
+            shard = self._shards[folder] = Shard(folder, schema, dim, descriptor)
+        shard.refresh()
+        return shard
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def after_write(self, shard: Shard) -> None:
+        """Start a checkpoint if the shard's journals are due one."""
+        if shard.folder is None or self.checkpoints == "off" or not checkpoint.due(shard):
+            return
+        if self.checkpoints == "inline":
+            self.checkpoint_shard(shard)
+        else:
+            checkpoint.spawn(self.home, shard.folder)
+
+    def checkpoint_shard(self, shard: Shard, force: bool = False) -> bool:
+        namespace = shard.descriptor.get("namespace", SYSTEM)
+        return checkpoint.run(shard, self.lock(namespace), self.embedder.name, force)
+
+    def checkpoint_folder(self, folder: Path, force: bool = False) -> bool:
+        return self.checkpoint_shard(self.open_folder(folder), force)
+
+    def close(self) -> None:
+        for shard in self._shards.values():
+            shard.close()
+        self._shards.clear()

@@ -1,0 +1,150 @@
+"""BM25 over entry text: tokenising, a postings index built at checkpoint, and live statistics.
+
+The checkpointed part is a CSR postings matrix in numpy files (term -> rows, term frequencies),
+so a fresh process scores a query by touching only the postings of the query's terms. Entries
+written since the checkpoint keep their term counts in memory, and document frequencies are the
+sum of both parts, so statistics never need recomputing per query.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+K1 = 1.2
+B = 0.75
+
+_WORD = re.compile(r"[^\W_]+")
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves s t d ll m re ve""".split()
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer():  # type: ignore[no-untyped-def]
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased, stemmed words of `text`, stopwords dropped."""
+    words = [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    return _stemmer().stemWords(words) if words else []
+
+
+def idf(n_docs: int, df: int) -> float:
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def normaliser(weights: Iterable[float]) -> float:
+    """What a document matching every query term once, at average length, scores: lex = 1.0."""
+    return sum(weights) or 1.0
+
+
+class DeltaLexicon:
+    """Postings of the entries written since the checkpoint, by memtable slot, kept up to date."""
+
+    def __init__(self) -> None:
+        self.postings: dict[str, dict[int, int]] = {}
+        self.slot_terms: dict[int, Counter[str]] = {}
+        self.doclen: dict[int, int] = {}
+        self.total_len = 0
+
+    def add(self, slot: int, text: str) -> None:
+        self.remove(slot)
+        counts = Counter(terms(text))
+        for term, n in counts.items():
+            self.postings.setdefault(term, {})[slot] = n
+        self.slot_terms[slot] = counts
+        self.doclen[slot] = sum(counts.values())
+        self.total_len += self.doclen[slot]
+
+    def remove(self, slot: int) -> None:
+        counts = self.slot_terms.pop(slot, None)
+        if counts is None:
+            return
+        self.total_len -= self.doclen.pop(slot)
+        for term in counts:
+            del self.postings[term][slot]
+
+    def df(self, term: str) -> int:
+        return len(self.postings.get(term, ()))
+
+    def scores(self, weights: dict[str, float], avgdl: float, size: int) -> np.ndarray:
+        """Dense BM25 scores for slots 0..size-1."""
+        out = np.zeros(size, dtype=np.float32)
+        for term, w in weights.items():
+            for slot, tf in self.postings.get(term, {}).items():
+                norm = K1 * (1 - B + B * self.doclen[slot] / avgdl)
+                out[slot] += w * tf * (K1 + 1) / (tf + norm)
+        return out
+
+
+class SegmentLexicon:
+    """The postings of a checkpoint, memory-mapped."""
+
+    FILES = ("lex_ptr.npy", "lex_rows.npy", "lex_tf.npy", "doclen.npy")
+
+    def __init__(self, folder: Path) -> None:
+        self.vocab: dict[str, int] = orjson.loads((folder / "lex_vocab.json").read_bytes())
+        ptr, rows, tf, doclen = (np.load(folder / f, mmap_mode="r") for f in self.FILES)
+        self.ptr, self.rows, self.tf, self.doclen = ptr, rows, tf, doclen
+        self.total_len = float(doclen.sum()) if len(doclen) else 0.0
+
+    def df(self, term: str) -> int:
+        tid = self.vocab.get(term)
+        return 0 if tid is None else int(self.ptr[tid + 1] - self.ptr[tid])
+
+    def scores(self, weights: dict[str, float], avgdl: float) -> np.ndarray:
+        """Dense BM25 scores for every row (zeros where no query term occurs)."""
+        out = np.zeros(len(self.doclen), dtype=np.float32)
+        norm: np.ndarray | None = None
+        for term, w in weights.items():
+            tid = self.vocab.get(term)
+            if tid is None:
+                continue
+            lo, hi = int(self.ptr[tid]), int(self.ptr[tid + 1])
+            rows, tf = self.rows[lo:hi], self.tf[lo:hi]
+            if norm is None:
+                norm = K1 * (1 - B + B * self.doclen / avgdl)
+            out[rows] += w * tf * (K1 + 1) / (tf + norm[rows])
+        return out
+
+
+def write_segment_lexicon(folder: Path, texts: Sequence[str]) -> None:
+    """Build the CSR postings for `texts` (row i = texts[i]) and save them in `folder`."""
+    vocab: dict[str, int] = {}
+    postings: list[list[tuple[int, int]]] = []
+    doclen = np.zeros(len(texts), dtype=np.float32)
+    for row, text in enumerate(texts):
+        counts = Counter(terms(text))
+        doclen[row] = sum(counts.values())
+        for term, n in counts.items():
+            tid = vocab.setdefault(term, len(vocab))
+            if tid == len(postings):
+                postings.append([])
+            postings[tid].append((row, n))
+    lengths = np.array([len(p) for p in postings], dtype=np.int64)
+    ptr = np.zeros(len(postings) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    flat = [pair for plist in postings for pair in plist]
+    pairs = np.array(flat, dtype=np.int64).reshape(-1, 2)
+    (folder / "lex_vocab.json").write_bytes(orjson.dumps(vocab))
+    np.save(folder / "lex_ptr.npy", ptr)
+    np.save(folder / "lex_rows.npy", pairs[:, 0].astype(np.int32))
+    np.save(folder / "lex_tf.npy", pairs[:, 1].astype(np.float32))
+    np.save(folder / "doclen.npy", doclen)

@@ -1,0 +1,64 @@
+"""Where data lives, and how names become file names.
+
+No user-supplied name (namespace, agent, key, tag, id) is ever used as a path: each becomes a
+fixed-length hex digest, and the real name is kept inside the directory's descriptor file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def default_home() -> Path:
+    """`MEM_HOME`, else the platform's user data directory for `mem`."""
+    env = os.environ.get("MEM_HOME")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_path
+
+    return user_data_path("mem", appauthor=False)
+
+
+def digest(*parts: str) -> str:
+    """A stable 32-hex-digit name for a tuple of arbitrary strings."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create `path` (and parents) readable by the owner only."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    return path
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: temp file, fsync, rename, fsync of the directory."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

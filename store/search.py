@@ -1,0 +1,181 @@
+"""Hybrid search over one shard: BM25 fused with vector similarity, index plus exact delta.
+
+Each shard has two parts searched the same way: the checkpoint (rows, Annoy index, postings) and
+the memtable (slots written since, searched exactly). A part is searched exactly when the
+filters leave few rows or a threshold needs every score; otherwise the candidates are the Annoy
+neighbours plus the BM25 leaders, over-fetched so that rows removed by the filters (tombstones,
+expiry, tags) do not starve the result. Every candidate then gets both scores exactly:
+
+    relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical
+
+where `lexical` is BM25 divided by the query's total IDF (1.0 when every query word occurs once in
+an average-length entry), capped at 1. Both parts of a shard share IDF statistics (checkpoint
+plus delta), kept incrementally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .lexical import idf, normaliser, terms
+from .shard import Shard
+
+VECTOR_WEIGHT = 0.6
+EXACT_MAX = 4096  # below this many candidate rows, exact scoring beats the index
+FETCH_FACTOR = 4  # over-fetch from the index and postings, for rows the filters will drop
+MIN_FETCH = 64
+
+
+@dataclass
+class Filters:
+    tags: tuple[str, ...] = ()
+    ids: tuple[str, ...] | None = None  # record ids to restrict to (exact key lookup)
+
+
+@dataclass
+class Candidates:
+    """Scored rows of one part of one shard: `part` is "seg" or "mem"."""
+
+    shard: Shard
+    part: str
+    rows: np.ndarray
+    relevance: np.ndarray
+    vector: np.ndarray | None
+    lexical: np.ndarray | None
+    updated: np.ndarray
+    total: int  # rows that pass the filters, before any cut
+
+    def doc(self, i: int) -> dict:
+        row = int(self.rows[i])
+        if self.part == "seg":
+            return self.shard.seg.doc(row)  # type: ignore[union-attr]
+        doc = self.shard.mem.docs[row]
+        assert doc is not None
+        return doc
+
+
+def fuse(vector: np.ndarray, lexical: np.ndarray) -> np.ndarray:
+    return np.clip(VECTOR_WEIGHT * np.maximum(vector, 0) + (1 - VECTOR_WEIGHT) * lexical, 0.0, 1.0)
+
+
+def search(
+    shard: Shard,
+    now: float,
+    filters: Filters,
+    query_vector: np.ndarray | None = None,
+    query_text: str = "",
+    k: int = 10,
+    exhaustive: bool = False,
+) -> list[Candidates]:
+    """Candidates from both parts of `shard`. Without a query every filtered row is returned with
+    its own score as relevance; with one, the best `k` at least (all of them if `exhaustive`)."""
+    masks = {"seg": shard.seg_alive(now), "mem": shard.mem_alive(now)}
+    for part, mask in masks.items():
+        _restrict(shard, part, mask, filters)
+    if query_vector is None:
+        return [_unscored(shard, part, mask) for part, mask in masks.items()]
+    weights, avgdl = _bm25_weights(shard, terms(query_text))
+    return [_scored(shard, part, mask, query_vector, weights, avgdl, k, exhaustive) for part, mask in masks.items()]
+
+
+def _restrict(shard: Shard, part: str, mask: np.ndarray, filters: Filters) -> None:
+    """Clear the rows of `mask` that fail the tag or id filters (in place)."""
+    for tag in filters.tags:
+        keep = np.zeros_like(mask)
+        rows = shard.seg.tag_rows(tag) if part == "seg" and shard.seg else shard.mem.tag_slots(tag)
+        keep[rows[rows < len(mask)]] = True
+        mask &= keep
+    if filters.ids is not None:
+        keep = np.zeros_like(mask)
+        for rid in filters.ids:
+            row = _locate(shard, part, rid)
+            if row is not None:
+                keep[row] = True
+        mask &= keep
+
+
+def _locate(shard: Shard, part: str, rid: str) -> int | None:
+    if part == "mem":
+        return shard.mem.slot_of.get(rid)
+    return shard.seg.find(rid) if shard.seg else None
+
+
+def _columns(shard: Shard, part: str) -> tuple[np.ndarray, np.ndarray]:
+    if part == "seg":
+        assert shard.seg is not None
+        return shard.seg.scores, shard.seg.updated
+    return shard.mem.scores[: shard.mem.n], shard.mem.updated[: shard.mem.n]
+
+
+def _unscored(shard: Shard, part: str, mask: np.ndarray) -> Candidates:
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        return _empty(shard, part)
+    scores, updated = _columns(shard, part)
+    rel = np.asarray(scores[rows], dtype=np.float32)
+    return Candidates(shard, part, rows, rel, None, None, np.asarray(updated[rows]), len(rows))
+
+
+def _empty(shard: Shard, part: str) -> Candidates:
+    none = np.zeros(0)
+    return Candidates(shard, part, none.astype(np.int64), none, none, none, none, 0)
+
+
+def _bm25_weights(shard: Shard, qterms: list[str]) -> tuple[dict[str, float], float]:
+    """IDF of each query term over both parts, and the average entry length."""
+    seg_lex = shard.seg.lexicon if shard.seg is not None and shard.seg.n else None
+    mem_lex = shard.mem.lexicon
+    n_docs = (shard.seg.n if shard.seg else 0) + len(shard.mem)
+    total_len = (seg_lex.total_len if seg_lex else 0.0) + (mem_lex.total_len if mem_lex else 0)
+    weights: dict[str, float] = {}
+    for term in qterms:
+        df = (seg_lex.df(term) if seg_lex else 0) + (mem_lex.df(term) if mem_lex else 0)
+        weights[term] = idf(max(n_docs, 1), df)
+    return weights, max(total_len / max(n_docs, 1), 1.0)
+
+
+def _scored(
+    shard: Shard,
+    part: str,
+    mask: np.ndarray,
+    qvec: np.ndarray,
+    weights: dict[str, float],
+    avgdl: float,
+    k: int,
+    exhaustive: bool,
+) -> Candidates:
+    total = int(mask.sum())
+    if not total or not shard.dim:
+        return _empty(shard, part)
+    lex_all = _lexical_scores(shard, part, weights, avgdl) / normaliser(weights.values())
+    fetch = max(MIN_FETCH, FETCH_FACTOR * k)
+    if part == "mem" or exhaustive or total <= max(EXACT_MAX, fetch):
+        rows = np.flatnonzero(mask)
+    else:
+        rows = _index_candidates(shard, mask, qvec, lex_all, fetch)
+    vectors = shard.seg.vectors if part == "seg" else shard.mem.vectors  # type: ignore[union-attr]
+    vec = np.asarray(vectors[rows], dtype=np.float32) @ qvec
+    lex = np.minimum(lex_all[rows], 1.0)
+    _, updated = _columns(shard, part)
+    return Candidates(shard, part, rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total)
+
+
+def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> np.ndarray:
+    if part == "seg":
+        assert shard.seg is not None
+        return shard.seg.lexicon.scores(weights, avgdl)
+    assert shard.mem.lexicon is not None
+    return shard.mem.lexicon.scores(weights, avgdl, shard.mem.n)
+
+
+def _index_candidates(shard: Shard, mask: np.ndarray, qvec: np.ndarray, lex: np.ndarray, fetch: int) -> np.ndarray:
+    """Annoy neighbours and BM25 leaders among the rows `mask` allows, over-fetched."""
+    assert shard.seg is not None and shard.seg.index is not None
+    share = max(mask.mean(), 1e-3)  # the filters keep this share of rows: fetch more to compensate
+    want = min(int(fetch / share), len(mask))
+    near, _ = shard.seg.index.nearest(qvec, want)
+    lex_top = np.argpartition(-lex, min(want, len(lex) - 1))[:want] if lex.any() else near[:0]
+    rows = np.union1d(near, lex_top[lex[lex_top] > 0])
+    return rows[mask[rows]]

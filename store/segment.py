@@ -1,0 +1,137 @@
+"""A checkpoint: an immutable folder holding the TinyDB file and what is derived from it.
+
+`seg-<gen>/` covers every journal up to `wal-<gen>`. Beside `data.json` (the records, a TinyDB
+file) it holds numpy columns for filtering and ordering without parsing records (`expires`,
+`updated`, `scores`, `sizes`, id hashes), tag postings, and for searchable shards the vectors
+(float16), the BM25 postings and the Annoy index. Built in a temporary folder and renamed into
+place, so a reader sees a whole checkpoint or none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from . import index as ann
+from .lexical import SegmentLexicon, write_segment_lexicon
+from .schemas import Schema
+from .storage import RecordFile, write_records
+
+DATA = "data.json"
+
+
+def id_hash(rid: str) -> int:
+    return int.from_bytes(hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def expiry(doc: dict[str, Any]) -> float:
+    value = doc.get("expires_at")
+    return math.inf if value is None else float(value)
+
+
+def write_segment(
+    folder: Path, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None, schema: Schema, embedder: str
+) -> None:
+    """Write a complete checkpoint of `docs` (each with an "id") into the empty `folder`."""
+    spans = write_records(folder / DATA, docs)
+    hashes = np.array([id_hash(d["id"]) for d in docs], dtype=np.uint64)
+    columns = {
+        "offsets": np.array(spans, dtype=np.int64).reshape(-1, 2),
+        "hashes": hashes,
+        "hash_order": np.argsort(hashes, kind="stable").astype(np.int32),
+        "expires": np.array([expiry(d) for d in docs], dtype=np.float64),
+        "updated": np.array([d.get("updated_at", 0.0) for d in docs], dtype=np.float64),
+        "scores": np.array([d.get("score", 1.0) for d in docs], dtype=np.float32),
+    }
+    for name, array in columns.items():
+        np.save(folder / f"{name}.npy", array)
+    tags: dict[str, list[int]] = {}
+    for row, doc in enumerate(docs):
+        for tag in doc.get("tags") or ():
+            tags.setdefault(tag, []).append(row)
+    (folder / "tags.json").write_bytes(orjson.dumps(tags))
+    dim = 0
+    if schema.indexed and vectors is not None:
+        dim = int(vectors.shape[1])
+        np.save(folder / "vectors.npy", vectors.astype(np.float16))
+        write_segment_lexicon(folder, [schema.text(d) for d in docs])
+        if len(docs):
+            ann.build(folder, vectors)
+    sizes = columns["offsets"][:, 1] - columns["offsets"][:, 0]
+    meta = {"count": len(docs), "bytes": int(sizes.sum()), "schema": schema.name, "dim": dim, "embedder": embedder}
+    (folder / "meta.json").write_bytes(orjson.dumps(meta))
+
+
+class Segment:
+    """Read access to a checkpoint folder; big arrays are memory-mapped, the rest loaded lazily."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.gen = int(folder.name.split("-")[1])
+        self.meta = orjson.loads((folder / "meta.json").read_bytes())
+        self.n = int(self.meta["count"])
+        self.offsets = self._array("offsets")
+        self.expires = self._array("expires")
+        self.updated = self._array("updated")
+        self.scores = self._array("scores")
+        self._records = RecordFile(folder / DATA)
+
+    def _array(self, name: str) -> np.ndarray:
+        return np.load(self.folder / f"{name}.npy", mmap_mode="r")
+
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        return np.asarray(self.offsets[:, 1] - self.offsets[:, 0])
+
+    @cached_property
+    def _hashes(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._array("hashes"), self._array("hash_order")
+
+    @cached_property
+    def tags(self) -> dict[str, list[int]]:
+        return orjson.loads((self.folder / "tags.json").read_bytes())
+
+    @cached_property
+    def vectors(self) -> np.ndarray:
+        return self._array("vectors")
+
+    @cached_property
+    def lexicon(self) -> SegmentLexicon:
+        return SegmentLexicon(self.folder)
+
+    @cached_property
+    def index(self) -> ann.Index | None:
+        return ann.Index(self.folder, int(self.meta["dim"])) if self.n else None
+
+    def doc(self, row: int) -> dict[str, Any]:
+        start, end = self.offsets[row]
+        return self._records.load(int(start), int(end))
+
+    def find(self, rid: str) -> int | None:
+        """The row holding record `rid`, if the checkpoint has it."""
+        if not self.n:
+            return None
+        hashes, order = self._hashes
+        h = np.uint64(id_hash(rid))
+        lo = int(np.searchsorted(hashes, h, sorter=order, side="left"))
+        hi = int(np.searchsorted(hashes, h, sorter=order, side="right"))
+        for pos in range(lo, hi):
+            row = int(order[pos])
+            if self.doc(row).get("id") == rid:
+                return row
+        return None
+
+    def tag_rows(self, tag: str) -> np.ndarray:
+        return np.asarray(self.tags.get(tag, ()), dtype=np.int64)
+
+    def close(self) -> None:
+        self._records.close()
+        if "index" in self.__dict__ and self.index is not None:
+            self.index.close()

@@ -1,0 +1,67 @@
+"""`MemoryService`: every operation of the store, one method each.
+
+The CLI, `serve-stdio` and `serve-mcp` are front doors onto this class; none of them implements
+an operation itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .a2e import A2E, Session
+from .config import load_config
+from .engine import Engine
+from .paths import default_home
+
+
+class MemoryService:
+    def __init__(self, home: Path | str | None = None, embedder: str | None = None, checkpoints: str | None = None):
+        self.home = Path(home) if home else default_home()
+        self.engine = Engine(self.home, embedder, checkpoints)
+        self.config = load_config(self.home)
+        self.a2e = A2E(self.engine, self.config)
+
+    # -- A2E sessions and scopes ------------------------------------------------------------
+
+    def init(self, namespace: str = "default", agent: str = "default", persist: bool = False) -> Session:
+        """Open a session (`memory/init`); `persist` keeps it across processes (`mem init`)."""
+        return self.a2e.open_session(namespace, agent, persist)
+
+    def session(self, memory_id: str) -> Session:
+        return self.a2e.session(memory_id)
+
+    def scope(self, namespace: str = "default", agent: str = "default") -> Session:
+        """Episodic and semantic tiers of (namespace, agent), without a session."""
+        return self.a2e.scope(namespace, agent)
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return self.a2e.list_sessions()
+
+    def close_session(self, memory_id: str) -> None:
+        self.a2e.close_session(memory_id)
+
+    # -- A2E memory -------------------------------------------------------------------------
+
+    def store(self, session: Session, entries: list[Any]) -> dict[str, Any]:
+        return self.a2e.store(session, entries)
+
+    def retrieve(self, session: Session, **query: Any) -> dict[str, Any]:
+        return self.a2e.retrieve(session, **query)
+
+    def forget(self, session: Session, **query: Any) -> int:
+        return self.a2e.forget(session, **query)
+
+    # -- maintenance ------------------------------------------------------------------------
+
+    def checkpoint(self, force: bool = False) -> int:
+        """Fold every shard's journals into its checkpoint (purging expired entries); returns
+        the number of shards rewritten."""
+        done = 0
+        for _, ns_folder in self.engine.namespaces():
+            for _, folder in self.engine.shard_folders(ns_folder):
+                done += self.engine.checkpoint_folder(folder, force)
+        return done
+
+    def close(self) -> None:
+        self.engine.close()

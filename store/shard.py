@@ -1,0 +1,197 @@
+"""A shard: one checkpoint plus the journals written after it, mirrored in memory.
+
+On disk a shard is a folder of `seg-<gen>/` checkpoints and `wal-<gen>.ndjson` journals; the
+newest complete checkpoint covers every journal with a generation up to its own, and the state is
+that checkpoint with the newer journals replayed in order. `refresh()` brings the in-memory mirror
+up to date by reading only what was appended since the last call, so a long-lived server sees
+other processes' writes at the cost of a directory scan. Writers hold the store lock, call
+`refresh()`, decide, then `append()`: the journal line is fsync'd before the call returns.
+
+A shard without a folder lives only in memory (the working tier of a `serve-stdio` session).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from .embed import decode_vector
+from .journal import Journal, Op
+from .memtable import Memtable
+from .paths import ensure_dir, write_atomic
+from .schemas import Schema
+from .segment import Segment, expiry
+
+WAL = "wal-{:08d}.ndjson"
+SEG = "seg-{:08d}"
+DESCRIPTOR = "shard.json"
+_NAME = re.compile(r"^(wal|seg)-(\d{8})(\.ndjson)?$")
+
+
+def listing(folder: Path) -> tuple[list[int], list[int]]:
+    """Generations of the complete checkpoints and of the journals in `folder`, ascending."""
+    segs: list[int] = []
+    wals: list[int] = []
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return segs, wals
+    for name in names:
+        match = _NAME.match(name)
+        if match:
+            (segs if match[1] == "seg" else wals).append(int(match[2]))
+    return sorted(segs), sorted(wals)
+
+
+class Shard:
+    def __init__(self, folder: Path | None, schema: Schema, dim: int, descriptor: dict[str, Any] | None = None):
+        self.folder = folder
+        self.schema = schema
+        self.dim = dim if schema.indexed else 0
+        self.descriptor = descriptor or {}
+        self.seg: Segment | None = None
+        self.journals: list[Journal] = []
+        self.version = 0
+        self._reset(None)
+
+    # -- reading the disk -------------------------------------------------------------------
+
+    @property
+    def seg_gen(self) -> int:
+        return self.seg.gen if self.seg else 0
+
+    def refresh(self) -> None:
+        """Apply whatever other processes (or checkpoints) changed since the last call."""
+        if self.folder is None:
+            return
+        for _ in range(10):
+            try:
+                return self._refresh_once()
+            except FileNotFoundError:  # a checkpoint removed what we listed: list again
+                continue
+        self._refresh_once()
+
+    def _refresh_once(self) -> None:
+        assert self.folder is not None
+        segs, wals = listing(self.folder)
+        newest = segs[-1] if segs else 0
+        if newest != self.seg_gen:
+            self._reset(Segment(self.folder / SEG.format(newest)) if newest else None)
+        known = {j.gen for j in self.journals}
+        for gen in wals:
+            if gen > self.seg_gen and gen not in known:
+                self.journals.append(Journal(self.folder / WAL.format(gen), gen))
+        self.journals.sort(key=lambda j: j.gen)
+        for journal in self.journals:
+            for op in journal.read_new():
+                self._apply(op)
+
+    def _reset(self, seg: Segment | None) -> None:
+        for journal in self.journals:
+            journal.close()
+        if self.seg is not None:
+            self.seg.close()
+        self.seg = seg
+        self.tomb: set[int] = set()
+        self.mem = Memtable(self.dim, self.schema.text if self.schema.indexed else None)
+        self.journals = []
+        self.version += 1
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def append(self, op: Op) -> None:
+        """Durably log `op`, then apply it. The caller holds the lock and has refreshed."""
+        if self.folder is not None:
+            self._active_journal().append(op)
+        self._apply(op)
+
+    def _active_journal(self) -> Journal:
+        if self.journals:
+            return self.journals[-1]
+        assert self.folder is not None
+        ensure_dir(self.folder)
+        if not (self.folder / DESCRIPTOR).exists():
+            record = {"schema": self.schema.name, **self.descriptor}
+            write_atomic(self.folder / DESCRIPTOR, orjson.dumps(record))
+        gen = self.seg_gen + 1
+        self.journals.append(Journal.create(self.folder / WAL.format(gen), gen))
+        return self.journals[-1]
+
+    def _apply(self, op: Op) -> None:
+        self.version += 1
+        if op.get("op") == "put":
+            for rec in op["recs"]:
+                self._put(rec)
+        elif op.get("op") == "del":
+            for rid in op["ids"]:
+                self._remove(rid)
+
+    def _put(self, rec: dict[str, Any]) -> None:
+        rid = rec["id"]
+        if not self.mem.remove(rid):
+            self._bury(rid)
+        vec = decode_vector(rec["vec"]) if self.dim and rec.get("vec") else None
+        self.mem.put(rid, rec["doc"], rec.get("size") or len(orjson.dumps(rec["doc"])), vec)
+
+    def _remove(self, rid: str) -> None:
+        if not self.mem.remove(rid):
+            self._bury(rid)
+
+    def _bury(self, rid: str) -> None:
+        row = self.seg.find(rid) if self.seg else None
+        if row is not None:
+            self.tomb.add(row)
+
+    # -- reading the state ------------------------------------------------------------------
+
+    def get(self, rid: str, now: float) -> dict[str, Any] | None:
+        """The live record `rid`, or None (missing, deleted or expired)."""
+        doc = self.mem.get(rid)
+        if doc is None:
+            row = self.seg.find(rid) if self.seg else None
+            if row is None or row in self.tomb:
+                return None
+            doc = self.seg.doc(row)  # type: ignore[union-attr]
+        return doc if expiry(doc) > now else None
+
+    def seg_alive(self, now: float) -> np.ndarray:
+        """Mask of checkpoint rows that are neither superseded, deleted nor expired."""
+        if self.seg is None:
+            return np.zeros(0, dtype=bool)
+        alive = self.seg.expires > now
+        if self.tomb:
+            alive[np.fromiter(self.tomb, dtype=np.int64)] = False
+        return alive
+
+    def mem_alive(self, now: float) -> np.ndarray:
+        return self.mem.expires[: self.mem.n] > now
+
+    def docs(self, now: float) -> Iterator[dict[str, Any]]:
+        """Every live record: checkpoint rows in order, then newer records in slot order."""
+        if self.seg is not None:
+            for row in np.flatnonzero(self.seg_alive(now)):
+                yield self.seg.doc(int(row))
+        alive = self.mem_alive(now)
+        for slot, doc in self.mem.items():
+            if alive[slot]:
+                yield doc
+
+    def usage(self, now: float) -> tuple[int, int]:
+        """(live records, their bytes)."""
+        seg_alive, mem_alive = self.seg_alive(now), self.mem_alive(now)
+        seg_bytes = int(self.seg.sizes[seg_alive].sum()) if self.seg is not None else 0
+        mem_bytes = int(np.asarray(self.mem.sizes)[mem_alive].sum()) if self.mem.n else 0
+        return int(seg_alive.sum() + mem_alive.sum()), seg_bytes + mem_bytes
+
+    def pending_bytes(self) -> int:
+        """Size of the journals not yet checkpointed."""
+        return sum(j.offset for j in self.journals)
+
+    def close(self) -> None:
+        self._reset(None)
