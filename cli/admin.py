@@ -1,0 +1,51 @@
+"""Maintenance and showcase commands: `mem gc`, `mem demo`, `mem serve-stdio`."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from .context import state
+from .options import Format
+from .output import emit, emit_one, note
+
+DEMO = [
+    {"key": {"topic": "language"}, "content": "The user writes Python and prefers concise code with type hints.", "tags": ["preferences"]},
+    {"key": {"topic": "editor"}, "content": "Uses Neovim with a dark colour scheme.", "tags": ["preferences"]},
+    {"key": {"topic": "deadline"}, "content": "The quarterly report is due on Friday the 14th.", "tags": ["work"]},
+    {"key": {"topic": "pet"}, "content": "Has a greyhound called Pixel who loves cheese.", "tags": ["personal"]},
+    {"key": {"topic": "travel"}, "content": "Flying to Lisbon in June for a conference.", "tags": ["work", "travel"]},
+]
+DEMO_QUERIES = ["what programming style does the user like?", "does the user have a dog?", "upcoming trips"]
+
+
+def gc(fmt: Format = None) -> None:
+    """Checkpoint every shard now: fold journals into TinyDB files, rebuild indexes, purge expired entries."""
+    rewritten = state.service.checkpoint(force=True)
+    emit_one({"checkpointed_shards": rewritten}, fmt)
+
+
+def demo(fmt: Format = None) -> None:
+    """Store a few sample memories in namespace `demo` and query them."""
+    service = state.service
+    scope = service.scope("demo", "demo-agent")
+    service.store(scope, [{**d, "tier": "semantic"} for d in DEMO])
+    note(f"stored {len(DEMO)} memories in namespace 'demo' under {service.home}")
+    for query in DEMO_QUERIES:
+        note(f"\n? {query}")
+        entries = service.retrieve(scope, query=query, limit=2)["entries"]
+        emit([{"query": query, **e} for e in entries], fmt, columns=["content", "relevance"])
+
+
+def serve_stdio(
+    auth_secret: Annotated[
+        str, typer.Option(envvar="MEM_AUTH_SECRET", help="Require handshakes with HMAC-SHA256(agent_id) tokens.", show_default=False)
+    ] = "",
+) -> None:
+    """Speak the A2E memory protocol over stdin/stdout (NDJSON), for agents that spawn `mem`."""
+    from . import stdio
+
+    os.environ.setdefault("MEM_LOG", "warning")
+    raise typer.Exit(stdio.main(state.service, auth_secret or None))

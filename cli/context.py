@@ -1,0 +1,29 @@
+"""Per-invocation state: global options and the store, opened on first use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from store.service import MemoryService
+
+
+@dataclass
+class State:
+    home: Path | None = None
+    quiet: bool = False
+    embedder: str | None = None
+    _service: Any = None
+
+    @property
+    def service(self) -> MemoryService:
+        if self._service is None:
+            from store.service import MemoryService
+
+            self._service = MemoryService(self.home, embedder=self.embedder)
+        return self._service
+
+
+state = State()

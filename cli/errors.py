@@ -1,0 +1,50 @@
+"""Turning failures into one stderr line and a documented exit code.
+
+    0 ok   1 runtime error   2 usage error   3 not found   4 invalid input   5 store full
+    6 unauthorized
+
+`MEM_DEBUG=1` prints the traceback as well.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import NoReturn
+
+EXIT_USAGE = 2
+EXIT_INVALID = 4
+
+
+class CliError(Exception):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def usage_error(message: str) -> NoReturn:
+    raise CliError(message, EXIT_USAGE)
+
+
+def invalid_input(message: str) -> NoReturn:
+    raise CliError(message, EXIT_INVALID)
+
+
+def report(exc: BaseException) -> int:
+    """Print `exc` as `mem: error: ...` and return its exit code."""
+    from store.errors import MemError
+
+    if os.environ.get("MEM_DEBUG"):
+        traceback.print_exception(exc)
+    if isinstance(exc, CliError):
+        code, message = exc.exit_code, exc.message
+    elif isinstance(exc, MemError):
+        code, message = exc.exit_code, exc.message
+    elif isinstance(exc, OSError):
+        code, message = 1, f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
+    else:
+        code, message = 1, f"{type(exc).__name__}: {exc} (MEM_DEBUG=1 shows the traceback)"
+    sys.stderr.write(f"mem: error: {message}\n")
+    return code

@@ -1,0 +1,83 @@
+"""The `mem` command: a root app with global options and one small module per command group.
+
+Nothing heavy is imported here: each command imports the store when it runs, so `mem --help`
+and TAB completion stay fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import admin, memory, session
+from .context import state
+
+app = typer.Typer(
+    name="mem",
+    help="A local-first memory store for AI agents: A2E memory, codebolt memory tools, MCP.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(version("a2e-mem"))
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    home: Annotated[Optional[Path], typer.Option("--home", envvar="MEM_HOME", help="Store directory.")] = None,
+    embedder: Annotated[
+        Optional[str], typer.Option("--embedder", envvar="MEM_EMBEDDER", help="static (default), minilm or hash.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No informational output.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    state.home, state.embedder, state.quiet, state._service = home, embedder, quiet, None
+    ctx.call_on_close(_close_store)
+
+
+def _close_store() -> None:
+    if state._service is not None:
+        state._service.close()
+        state._service = None
+
+
+app.command()(memory.init)
+app.command()(memory.store)
+app.command()(memory.retrieve)
+app.command()(memory.forget)
+app.add_typer(session.app, name="session")
+app.command()(admin.gc)
+app.command()(admin.demo)
+app.command("serve-stdio")(admin.serve_stdio)
+
+
+def run() -> None:
+    """Console entry point: run the app, turning failures into one line and an exit code."""
+    logging.basicConfig(level=os.environ.get("MEM_LOG", "warning").upper(), format="mem: %(levelname)s: %(message)s")
+    try:
+        app()
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes an exit code
+        if isinstance(exc, KeyboardInterrupt):
+            sys.exit(130)
+        from .errors import report
+
+        sys.exit(report(exc))
+
+
+if __name__ == "__main__":
+    run()

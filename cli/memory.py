@@ -1,0 +1,117 @@
+"""A2E memory at the shell: `mem init`, `mem store`, `mem retrieve`, `mem forget`."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .context import state
+from .errors import invalid_input
+from .options import Agent, Fields, Format, Limit, Namespace, SessionId, fields_list, parse_key, parse_value, scope
+from .output import emit, emit_one, note
+
+ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
+Tier = Annotated[str, typer.Option("--tier", "-t", help="working, episodic or semantic.")]
+Keys = Annotated[Optional[list[str]], typer.Option("--key", "-k", help="Key part NAME=VALUE (repeatable).")]
+Tags = Annotated[Optional[list[str]], typer.Option("--tag", help="Tag (repeatable; all must match).")]
+
+
+def init(namespace: Namespace = "default", agent: Agent = "default", fmt: Format = None) -> None:
+    """Start a session; its working tier lives until `mem session close ID`."""
+    session = state.service.init(namespace, agent, persist=True)
+    record = {"memory_id": session.memory_id, "namespace": session.namespace, "agent": session.agent}
+    emit_one(record, fmt) if fmt or sys.stdout.isatty() else sys.stdout.write(session.memory_id + "\n")
+
+
+def store(
+    content: Annotated[Optional[str], typer.Argument(help="Content (JSON if it parses), or - for NDJSON entries on stdin.")] = None,
+    key: Keys = None,
+    tier: Tier = "episodic",
+    tag: Tags = None,
+    source: Annotated[str, typer.Option(help="Where the memory came from.")] = "",
+    score: Annotated[float, typer.Option(help="Importance, 0 to 1.")] = 1.0,
+    ttl: Annotated[int, typer.Option(help="Seconds until it expires (0: never).")] = 0,
+    namespace: Namespace = "default",
+    agent: Agent = "default",
+    session: SessionId = None,
+    fmt: Format = None,
+) -> None:
+    """Store one entry, or NDJSON MemoryEntry objects from stdin with `-`.
+
+    Without --key the key is a hash of the content, so storing the same content twice keeps one entry.
+    """
+    if content is None:
+        invalid_input("give the content, or - to read NDJSON entries from stdin")
+    if content == "-":
+        entries = read_ndjson(sys.stdin)
+    else:
+        value = parse_value(content)
+        entry_key = parse_key(key or []) or {"hash": hashlib.sha256(content.encode()).hexdigest()[:16]}
+        entries = [{"key": entry_key, "content": value, "tier": tier, "tags": tag or [], "source": source, "score": score, "ttl": ttl}]
+    result = state.service.store(scope(namespace, agent, session), entries)
+    for error in result["errors"]:
+        sys.stderr.write(f"mem: error: {error}\n")
+    if not state.quiet:
+        emit([{"key": k, "stored": True} for k in result["stored"]], fmt)
+    note(f"stored {len(result['stored'])} of {len(entries)}")
+    if result["errors"]:
+        raise typer.Exit(4)
+
+
+def read_ndjson(stream) -> list[dict]:  # type: ignore[no-untyped-def]
+    """One JSON object per line; blank lines skipped; a bad line names its number."""
+    import orjson
+
+    records = []
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            invalid_input(f"line {number}: not JSON ({exc})")
+        if not isinstance(value, dict):
+            invalid_input(f"line {number}: expected a JSON object")
+        records.append(value)
+    return records
+
+
+def retrieve(
+    query: Annotated[str, typer.Option("--query", "-q", help="Similarity search text.")] = "",
+    key: Keys = None,
+    tag: Tags = None,
+    tier: Tier = "",
+    limit: Limit = 10,
+    min_score: Annotated[float, typer.Option("--min-score", min=0.0, max=1.0, help="Minimum relevance.")] = 0.0,
+    namespace: Namespace = "default",
+    agent: Agent = "default",
+    session: SessionId = None,
+    fmt: Format = None,
+    fields: Fields = None,
+) -> None:
+    """Find entries by query, key, tag and tier (all given filters must match), best first."""
+    keys = [parse_key(key)] if key else []
+    result = state.service.retrieve(
+        scope(namespace, agent, session), keys=keys, query=query, tags=tag or [], tier=tier, limit=limit, min_score=min_score
+    )
+    emit(result["entries"], fmt, fields_list(fields), ENTRY_COLUMNS)
+    note(f"{len(result['entries'])} of {result['total']} matching")
+
+
+def forget(
+    key: Keys = None,
+    tag: Tags = None,
+    tier: Tier = "episodic",
+    namespace: Namespace = "default",
+    agent: Agent = "default",
+    session: SessionId = None,
+    fmt: Format = None,
+) -> None:
+    """Delete entries of a tier by key and/or tags (with neither: the whole tier in scope)."""
+    keys = [parse_key(key)] if key else []
+    deleted = state.service.forget(scope(namespace, agent, session), keys=keys, tags=tag or [], tier=tier)
+    if not state.quiet:
+        emit_one({"deleted": deleted}, fmt)

@@ -1,0 +1,70 @@
+"""Options shared by many commands, and small parsers for their values."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .errors import invalid_input
+
+Namespace = Annotated[str, typer.Option("--namespace", "-n", envvar="MEM_NAMESPACE", help="Namespace to work in.")]
+Agent = Annotated[str, typer.Option("--agent", "-a", envvar="MEM_AGENT", help="Agent identity (episodic scope).")]
+SessionId = Annotated[
+    Optional[str],
+    typer.Option("--session", "-s", envvar="MEM_SESSION", help="Session from `mem init` (overrides namespace/agent)."),
+]
+Format = Annotated[
+    Optional[str],
+    typer.Option("--format", "-f", help="table, json or ndjson (default: table on a terminal, else ndjson)."),
+]
+Fields = Annotated[Optional[str], typer.Option("--fields", help="Comma-separated fields to show.")]
+Limit = Annotated[int, typer.Option("--limit", "-l", min=0, max=1000, help="At most this many results.")]
+Offset = Annotated[int, typer.Option("--offset", min=0, help="Skip this many results first.")]
+
+
+def fields_list(fields: str | None) -> list[str] | None:
+    return [f.strip() for f in fields.split(",") if f.strip()] if fields else None
+
+
+def parse_value(text: str) -> Any:
+    """JSON when it parses, else the text itself."""
+    import orjson
+
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def parse_json_object(text: str, what: str) -> dict[str, Any]:
+    import orjson
+
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        invalid_input(f"{what} is not valid JSON: {exc}")
+    if not isinstance(value, dict):
+        invalid_input(f"{what} must be a JSON object")
+    return value
+
+
+def parse_key(items: list[str]) -> dict[str, Any]:
+    """`--key topic=prefs --key user=7` -> {"topic": "prefs", "user": "7"}; a bare `--key x` is {"key": "x"}."""
+    key: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if sep:
+            key[name] = value
+        else:
+            key["key"] = item
+    return key
+
+
+def scope(namespace: str, agent: str, session: str | None) -> Any:
+    """The A2E scope a command works in: a session's, else (namespace, agent)."""
+    from .context import state
+
+    if session:
+        return state.service.session(session)
+    return state.service.scope(namespace, agent)

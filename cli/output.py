@@ -1,0 +1,136 @@
+"""Rendering results: a rich table on a terminal, NDJSON when piped, JSON on request.
+
+Every record has the same keys in every format; `--fields` picks them. Zero records print
+nothing (or `[]` as JSON). Tables shorten long values and show timestamps as relative times.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+FORMATS = ("table", "json", "ndjson")
+TIME_FIELDS = {"created_at", "updated_at", "expires_at", "timestamp", "archived_at"}
+CELL_WIDTH = 60
+
+
+def resolve_format(fmt: str | None) -> str:
+    fmt = fmt or os.environ.get("MEM_FORMAT") or ("table" if sys.stdout.isatty() else "ndjson")
+    if fmt not in FORMATS:
+        from .errors import usage_error
+
+        usage_error(f"--format must be one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def pick(records: Sequence[dict[str, Any]], fields: Sequence[str] | None) -> list[dict[str, Any]]:
+    if not fields:
+        return list(records)
+    return [{f: r.get(f) for f in fields} for r in records]
+
+
+def emit(
+    records: Sequence[dict[str, Any]],
+    fmt: str | None = None,
+    fields: Sequence[str] | None = None,
+    columns: Sequence[str] | None = None,
+) -> None:
+    """Print records; `columns` are the table's default columns (all keys if None)."""
+    fmt = resolve_format(fmt)
+    rows = pick(records, fields)
+    if fmt == "table":
+        _table(rows, list(fields or columns or _keys(rows)))
+    else:
+        _json(rows, fmt)
+
+
+def emit_one(record: dict[str, Any], fmt: str | None = None, fields: Sequence[str] | None = None) -> None:
+    """Print a single record: an object as JSON, a line as NDJSON, two columns as a table."""
+    fmt = resolve_format(fmt)
+    row = pick([record], fields)[0]
+    if fmt == "table":
+        pairs = [{"field": k, "value": v} for k, v in row.items()]
+        _table(pairs, ["field", "value"], header=False)
+    elif fmt == "json":
+        _write(_dumps(row, indent=True))
+    else:
+        _write(_dumps(row))
+
+
+def _keys(rows: Sequence[dict[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for row in rows:
+        keys.update(dict.fromkeys(row))
+    return list(keys)
+
+
+def _dumps(value: Any, indent: bool = False) -> str:
+    import orjson
+
+    option = orjson.OPT_INDENT_2 if indent else 0
+    return orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _json(rows: list[dict[str, Any]], fmt: str) -> None:
+    if fmt == "json":
+        _write(_dumps(rows, indent=True))
+    else:
+        for row in rows:
+            _write(_dumps(row))
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str], header: bool = True) -> None:
+    if not rows:
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=header, header_style="bold", box=None, pad_edge=False)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*(cell(col, row.get(col), row) for col in columns))
+    Console().print(table)
+
+
+def cell(column: str, value: Any, row: dict[str, Any] | None = None) -> str:
+    """A value as a table shows it."""
+    if value is None:
+        return ""
+    if column in TIME_FIELDS and isinstance(value, (int, float)):
+        return relative_time(value)
+    if column == "value" and row and row.get("field") in TIME_FIELDS and isinstance(value, (int, float)):
+        return relative_time(value)
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    text = value if isinstance(value, str) else _dumps(value)
+    text = " ".join(text.split())
+    return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
+
+
+def relative_time(ts: float, now: float | None = None) -> str:
+    delta = (now or time.time()) - ts
+    future = delta < 0
+    delta = abs(delta)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if delta >= size:
+            amount = f"{int(delta // size)}{unit}"
+            break
+    else:
+        amount = f"{int(delta)}s"
+    return f"in {amount}" if future else f"{amount} ago"
+
+
+def note(message: str) -> None:
+    """An informational line on stderr (suppressed by --quiet)."""
+    from .context import state
+
+    if not state.quiet:
+        sys.stderr.write(message + "\n")

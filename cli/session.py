@@ -1,0 +1,27 @@
+"""`mem session list|close`: sessions made by `mem init`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .context import state
+from .options import Fields, Format, fields_list
+from .output import emit, note
+
+app = typer.Typer(help="Sessions made by `mem init` (each keeps a working tier).", no_args_is_help=True)
+
+
+@app.command("list")
+def list_sessions(fmt: Format = None, fields: Fields = None) -> None:
+    """List open sessions."""
+    records = [{"memory_id": d["id"], **{k: d[k] for k in ("namespace", "agent", "created_at")}} for d in state.service.sessions()]
+    emit(records, fmt, fields_list(fields))
+
+
+@app.command("close")
+def close(memory_id: Annotated[str, typer.Argument(help="The session's memory_id.")]) -> None:
+    """Close a session and delete its working tier."""
+    state.service.close_session(memory_id)
+    note(f"closed {memory_id}")

@@ -1,0 +1,76 @@
+"""`mem serve-stdio`: the A2E memory protocol over stdin/stdout, one JSON message per line.
+
+stdout carries protocol messages only, flushed per line; logs go to stderr. A line longer than
+the limit is refused with an `error` and skipped without being held in memory. The loop ends at
+end of input or after `shutdown`; every acknowledged write is already on disk by then (each one
+is fsync'd before its response is written).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import BinaryIO
+
+TOO_LONG = object()
+CHUNK = 1 << 16
+
+
+def read_lines(stream: BinaryIO, max_bytes: int) -> Iterator[bytes | object]:
+    """Lines of `stream` without their newline; `TOO_LONG` in place of a line over `max_bytes`."""
+    while True:
+        line = stream.readline(max_bytes + 1)
+        if not line:
+            return
+        if len(line) > max_bytes and not line.endswith(b"\n"):
+            _skip_rest_of_line(stream)
+            yield TOO_LONG
+            continue
+        yield line.rstrip(b"\r\n")
+
+
+def _skip_rest_of_line(stream: BinaryIO) -> None:
+    while True:
+        chunk = stream.readline(CHUNK)
+        if not chunk or chunk.endswith(b"\n"):
+            return
+
+
+def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = None) -> int:  # type: ignore[no-untyped-def]
+    """Answer requests until end of input or `shutdown`."""
+    import orjson
+
+    from store.protocol import Protocol, error
+
+    protocol = Protocol(service, auth_secret)
+    limit = service.config.base.max_line_bytes
+    try:
+        for line in read_lines(stdin, limit):
+            if line is TOO_LONG:
+                response = error("", "invalid_message", f"line longer than {limit} bytes: refused")
+            elif not line.strip():  # type: ignore[union-attr]
+                continue
+            else:
+                response = protocol.handle(line)  # type: ignore[arg-type]
+            stdout.write(orjson.dumps(response) + b"\n")
+            stdout.flush()
+            if protocol.shutdown_requested:
+                break
+    finally:
+        protocol.close()
+        service.close()
+    return 0
+
+
+def main(service, auth_secret: str | None) -> int:  # type: ignore[no-untyped-def]
+    """Serve on the real stdin/stdout. File descriptor 1 is pointed at stderr first, so that no
+    stray print (ours, a library's, or C code's) can corrupt the protocol stream."""
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    with os.fdopen(protocol_fd, "wb", buffering=0) as out:
+        try:
+            return serve(service, sys.stdin.buffer, out, auth_secret)  # type: ignore[arg-type]
+        except BrokenPipeError:  # the client went away: nothing left to answer
+            return 0

@@ -1,0 +1,153 @@
+"""The A2E wire: one request line in, exactly one response message out.
+
+`Protocol.handle(line)` parses, validates and dispatches a request to `MemoryService`, and turns
+every failure into an A2E `error` message: `parse_error` for a line that is not JSON (with an
+empty `req_id`), `invalid_message` for a JSON value that is not a known request,
+`version_mismatch` for another major version, `schema_violation` (field errors in `detail`) for
+a request that fails validation, and the store's own codes (`memory_not_found`, `memory_full`,
+`unauthorized`) for the rest. Nothing here reads or writes a stream: `cli/stdio.py` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import time
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from .errors import InvalidInput, MemError, Unauthorized
+from .models import (
+    REQUESTS,
+    ForgetRequest,
+    HandshakeRequest,
+    InitRequest,
+    Message,
+    RetrieveRequest,
+    StoreRequest,
+    new_id,
+)
+from .service import MemoryService
+
+log = logging.getLogger("mem.protocol")
+
+VERSION = "1.0"
+
+
+def auth_token(secret: str, agent_id: str) -> str:
+    """The `auth_token` an agent must present when the host has a secret: HMAC-SHA256(agent_id)."""
+    return hmac.new(secret.encode(), agent_id.encode(), hashlib.sha256).hexdigest()
+
+
+class Protocol:
+    """One connection's state: its handshake, its sessions, whether it asked to shut down."""
+
+    def __init__(self, service: MemoryService, auth_secret: str | None = None) -> None:
+        self.service = service
+        self.auth_secret = auth_secret or None
+        self.agent_id = ""
+        self.authenticated = self.auth_secret is None
+        self.session_id = new_id()
+        self.started = time.monotonic()
+        self.shutdown_requested = False
+        self.session_ids: list[str] = []
+
+    def handle(self, line: bytes | str) -> dict[str, Any]:
+        """The response to one request line."""
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            return error("", "parse_error", f"not a JSON message: {exc}")
+        if not isinstance(data, dict):
+            return error("", "invalid_message", "a message must be a JSON object")
+        req_id = data["id"] if isinstance(data.get("id"), str) else ""
+        try:
+            return self._dispatch(data, req_id)
+        except MemError as exc:
+            return error(req_id, exc.code, exc.message, exc.detail, exc.retryable)
+        except Exception as exc:  # a bug must cost one error reply, never the connection
+            log.exception("request %s failed", req_id)
+            return error(req_id, "runtime_error", f"internal error: {type(exc).__name__}: {exc}")
+
+    def _dispatch(self, data: dict[str, Any], req_id: str) -> dict[str, Any]:
+        kind = data.get("type")
+        model = REQUESTS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            return error(req_id, "invalid_message", f"unknown message type {kind!r}")
+        version = data.get("version", VERSION)
+        if not isinstance(version, str) or version.split(".")[0] != VERSION.split(".")[0]:
+            return error(req_id, "version_mismatch", f"version {version!r} is not supported (this host speaks {VERSION})")
+        try:
+            msg = model.model_validate(data)
+        except ValidationError as exc:
+            fields = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+            return error(req_id, "schema_violation", f"invalid {kind}: {fields[0]['msg']}", {"errors": fields})
+        if kind != "handshake/req" and not self.authenticated:
+            raise Unauthorized("this host requires a handshake with a valid auth_token first")
+        handler = getattr(self, "_" + kind.replace("/", "_"))  # type: ignore[union-attr]
+        return reply(kind.replace("/req", "/resp"), req_id, **handler(msg))
+
+    # -- control ----------------------------------------------------------------------------
+
+    def _handshake_req(self, msg: HandshakeRequest) -> dict[str, Any]:
+        if self.auth_secret and not hmac.compare_digest(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
+            raise Unauthorized(f"auth_token is not valid for agent {msg.agent_id!r}")
+        self.agent_id, self.authenticated = msg.agent_id, True
+        metadata = {"tiers": ["working", "episodic", "semantic"], "messages": sorted(k for k in REQUESTS if "memory" in k)}
+        caps = [{"capability": "memory", "enabled": True, "metadata": metadata}]
+        return {"session_id": self.session_id, "accepted_caps": caps, "max_parallel": 1, "ok": True, "reason": ""}
+
+    def _ping(self, msg: Message) -> dict[str, Any]:
+        return {"type": "pong", "uptime_seconds": round(time.monotonic() - self.started, 3)}
+
+    def _shutdown(self, msg: Message) -> dict[str, Any]:
+        self.shutdown_requested = True
+        return {"type": "shutdown/resp", "ok": True}
+
+    # -- memory -----------------------------------------------------------------------------
+
+    def _memory_init_req(self, msg: InitRequest) -> dict[str, Any]:
+        agent = msg.scope.get("agent") or self.agent_id or "default"
+        if not isinstance(agent, str):
+            raise InvalidInput("scope.agent must be a string")
+        session = self.service.init(msg.namespace, agent)
+        self.session_ids.append(session.memory_id)
+        return {"memory_id": session.memory_id, "namespace": msg.namespace, "success": True}
+
+    def _memory_store_req(self, msg: StoreRequest) -> dict[str, Any]:
+        session = self.service.session(msg.memory_id)
+        return self.service.store(session, msg.entries)
+
+    def _memory_retrieve_req(self, msg: RetrieveRequest) -> dict[str, Any]:
+        session = self.service.session(msg.memory_id)
+        fields = msg.model_dump(include={"keys", "query", "tags", "tier", "limit", "min_score"})
+        return self.service.retrieve(session, **fields)
+
+    def _memory_forget_req(self, msg: ForgetRequest) -> dict[str, Any]:
+        session = self.service.session(msg.memory_id)
+        fields = msg.model_dump(include={"keys", "tags", "tier"})
+        return {"deleted": self.service.forget(session, **fields)}
+
+    def close(self) -> None:
+        """The connection ended: its sessions' working tiers go with it."""
+        for memory_id in self.session_ids:
+            try:
+                self.service.close_session(memory_id)
+            except MemError:
+                pass
+
+
+def reply(kind: str, req_id: str, **fields: Any) -> dict[str, Any]:
+    kind = fields.pop("type", kind)
+    return {"type": kind, "id": new_id(), "version": VERSION, "ts": time.time(), "req_id": req_id, **fields}
+
+
+def error(
+    req_id: str, code: str, message: str, detail: dict[str, Any] | None = None, retryable: bool = False
+) -> dict[str, Any]:
+    return reply(
+        "error", req_id, code=code, message=message, detail=detail or {}, retryable=retryable, capability_name="memory"
+    )
