@@ -12,7 +12,11 @@ from .options import Format
 from .output import emit, emit_one, note
 
 DEMO = [
-    {"key": {"topic": "language"}, "content": "The user writes Python and prefers concise code with type hints.", "tags": ["preferences"]},
+    {
+        "key": {"topic": "language"},
+        "content": "The user writes Python and prefers concise code with type hints.",
+        "tags": ["preferences"],
+    },
     {"key": {"topic": "editor"}, "content": "Uses Neovim with a dark colour scheme.", "tags": ["preferences"]},
     {"key": {"topic": "deadline"}, "content": "The quarterly report is due on Friday the 14th.", "tags": ["work"]},
     {"key": {"topic": "pet"}, "content": "Has a greyhound called Pixel who loves cheese.", "tags": ["personal"]},
@@ -41,7 +45,10 @@ def demo(fmt: Format = None) -> None:
 
 def serve_stdio(
     auth_secret: Annotated[
-        str, typer.Option(envvar="MEM_AUTH_SECRET", help="Require handshakes with HMAC-SHA256(agent_id) tokens.", show_default=False)
+        str,
+        typer.Option(
+            envvar="MEM_AUTH_SECRET", help="Require handshakes with HMAC-SHA256(agent_id) tokens.", show_default=False
+        ),
     ] = "",
 ) -> None:
     """Speak the A2E memory protocol over stdin/stdout (NDJSON), for agents that spawn `mem`."""

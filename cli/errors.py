@@ -38,9 +38,7 @@ def report(exc: BaseException) -> int:
 
     if os.environ.get("MEM_DEBUG"):
         traceback.print_exception(exc)
-    if isinstance(exc, CliError):
-        code, message = exc.exit_code, exc.message
-    elif isinstance(exc, MemError):
+    if isinstance(exc, (CliError, MemError)):
         code, message = exc.exit_code, exc.message
     elif isinstance(exc, OSError):
         code, message = 1, f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)

@@ -10,14 +10,31 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from . import admin, memory, session
 from .context import state
 
+
+class MemGroup(TyperGroup):
+    """The root command group: any failure in a command becomes one stderr line and an exit code."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an exit code
+            from .errors import report
+
+            raise typer.Exit(report(exc)) from None
+
+
 app = typer.Typer(
+    cls=MemGroup,
     name="mem",
     help="A local-first memory store for AI agents: A2E memory, codebolt memory tools, MCP.",
     no_args_is_help=True,
@@ -37,12 +54,14 @@ def _version(value: bool) -> None:
 @app.callback()
 def root(
     ctx: typer.Context,
-    home: Annotated[Optional[Path], typer.Option("--home", envvar="MEM_HOME", help="Store directory.")] = None,
+    home: Annotated[Path | None, typer.Option("--home", envvar="MEM_HOME", help="Store directory.")] = None,
     embedder: Annotated[
-        Optional[str], typer.Option("--embedder", envvar="MEM_EMBEDDER", help="static (default), minilm or hash.")
+        str | None, typer.Option("--embedder", envvar="MEM_EMBEDDER", help="static (default), minilm or hash.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No informational output.")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
 ) -> None:
     state.home, state.embedder, state.quiet, state._service = home, embedder, quiet, None
     ctx.call_on_close(_close_store)
@@ -65,18 +84,12 @@ app.command("serve-stdio")(admin.serve_stdio)
 
 
 def run() -> None:
-    """Console entry point: run the app, turning failures into one line and an exit code."""
+    """Console entry point."""
     logging.basicConfig(level=os.environ.get("MEM_LOG", "warning").upper(), format="mem: %(levelname)s: %(message)s")
     try:
         app()
-    except SystemExit:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes an exit code
-        if isinstance(exc, KeyboardInterrupt):
-            sys.exit(130)
-        from .errors import report
-
-        sys.exit(report(exc))
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 if __name__ == "__main__":

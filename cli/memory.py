@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,8 +15,8 @@ from .output import emit, emit_one, note
 
 ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
 Tier = Annotated[str, typer.Option("--tier", "-t", help="working, episodic or semantic.")]
-Keys = Annotated[Optional[list[str]], typer.Option("--key", "-k", help="Key part NAME=VALUE (repeatable).")]
-Tags = Annotated[Optional[list[str]], typer.Option("--tag", help="Tag (repeatable; all must match).")]
+Keys = Annotated[list[str] | None, typer.Option("--key", "-k", help="Key part NAME=VALUE (repeatable).")]
+Tags = Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable; all must match).")]
 
 
 def init(namespace: Namespace = "default", agent: Agent = "default", fmt: Format = None) -> None:
@@ -27,7 +27,9 @@ def init(namespace: Namespace = "default", agent: Agent = "default", fmt: Format
 
 
 def store(
-    content: Annotated[Optional[str], typer.Argument(help="Content (JSON if it parses), or - for NDJSON entries on stdin.")] = None,
+    content: Annotated[
+        str | None, typer.Argument(help="Content (JSON if it parses), or - for NDJSON entries on stdin.")
+    ] = None,
     key: Keys = None,
     tier: Tier = "episodic",
     tag: Tags = None,
@@ -50,7 +52,17 @@ def store(
     else:
         value = parse_value(content)
         entry_key = parse_key(key or []) or {"hash": hashlib.sha256(content.encode()).hexdigest()[:16]}
-        entries = [{"key": entry_key, "content": value, "tier": tier, "tags": tag or [], "source": source, "score": score, "ttl": ttl}]
+        entries = [
+            {
+                "key": entry_key,
+                "content": value,
+                "tier": tier,
+                "tags": tag or [],
+                "source": source,
+                "score": score,
+                "ttl": ttl,
+            }
+        ]
     result = state.service.store(scope(namespace, agent, session), entries)
     for error in result["errors"]:
         sys.stderr.write(f"mem: error: {error}\n")
@@ -95,7 +107,13 @@ def retrieve(
     """Find entries by query, key, tag and tier (all given filters must match), best first."""
     keys = [parse_key(key)] if key else []
     result = state.service.retrieve(
-        scope(namespace, agent, session), keys=keys, query=query, tags=tag or [], tier=tier, limit=limit, min_score=min_score
+        scope(namespace, agent, session),
+        keys=keys,
+        query=query,
+        tags=tag or [],
+        tier=tier,
+        limit=limit,
+        min_score=min_score,
     )
     emit(result["entries"], fmt, fields_list(fields), ENTRY_COLUMNS)
     note(f"{len(result['entries'])} of {result['total']} matching")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -11,14 +11,14 @@ from .errors import invalid_input
 Namespace = Annotated[str, typer.Option("--namespace", "-n", envvar="MEM_NAMESPACE", help="Namespace to work in.")]
 Agent = Annotated[str, typer.Option("--agent", "-a", envvar="MEM_AGENT", help="Agent identity (episodic scope).")]
 SessionId = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--session", "-s", envvar="MEM_SESSION", help="Session from `mem init` (overrides namespace/agent)."),
 ]
 Format = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--format", "-f", help="table, json or ndjson (default: table on a terminal, else ndjson)."),
 ]
-Fields = Annotated[Optional[str], typer.Option("--fields", help="Comma-separated fields to show.")]
+Fields = Annotated[str | None, typer.Option("--fields", help="Comma-separated fields to show.")]
 Limit = Annotated[int, typer.Option("--limit", "-l", min=0, max=1000, help="At most this many results.")]
 Offset = Annotated[int, typer.Option("--offset", min=0, help="Skip this many results first.")]
 

@@ -16,7 +16,10 @@ app = typer.Typer(help="Sessions made by `mem init` (each keeps a working tier).
 @app.command("list")
 def list_sessions(fmt: Format = None, fields: Fields = None) -> None:
     """List open sessions."""
-    records = [{"memory_id": d["id"], **{k: d[k] for k in ("namespace", "agent", "created_at")}} for d in state.service.sessions()]
+    records = [
+        {"memory_id": d["id"], **{k: d[k] for k in ("namespace", "agent", "created_at")}}
+        for d in state.service.sessions()
+    ]
     emit(records, fmt, fields_list(fields))
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-CHUNK_TOKENS = 512
+CHUNK_TOKENS = 1024
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "store" / "models" / "static"
 
 

@@ -8,6 +8,7 @@ so storing an existing key in the same scope updates it, keeping `created_at`.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from .config import Config, Limits
 from .embed import encode_vector
 from .engine import SYSTEM, Engine
 from .errors import InvalidInput, MemoryFull, NotFound, Unauthorized
-from .models import TIERS, MemoryEntry, new_id
+from .models import MAX_NAME, TIERS, MemoryEntry, new_id
 from .schemas import entry_text
 from .search import Candidates, Filters, search
 from .shard import Shard
@@ -28,7 +29,12 @@ from .shard import Shard
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 
 
-def canonical_key(key: dict[str, Any]) -> str:
+def canonical_key(key: dict[str, Any] | str) -> str:
+    """The record id of a key: sorted-key JSON; a plain string stands for {"key": string}."""
+    if isinstance(key, str):
+        key = {"key": key}
+    if not isinstance(key, dict):
+        raise InvalidInput(f"a key must be an object (or a string), not {type(key).__name__}")
     return orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
 
 
@@ -58,6 +64,8 @@ class A2E:
     def open_session(self, namespace: str, agent: str, persist: bool = False) -> Session:
         """A new session. In-process ones keep their working tier in memory; persisted ones
         (`mem init`) keep it on disk until `close_session`."""
+        check_name(namespace, "namespace")
+        check_name(agent, "agent")
         memory_id = new_id()
         if persist:
             registry = self._registry()
@@ -83,6 +91,8 @@ class A2E:
 
     def scope(self, namespace: str, agent: str) -> Session:
         """A scope without a session, for scripts: episodic and semantic tiers only."""
+        check_name(namespace, "namespace")
+        check_name(agent, "agent")
         return Session("", namespace, agent)
 
     def list_sessions(self) -> list[dict[str, Any]]:
@@ -114,7 +124,9 @@ class A2E:
     def _shard(self, session: Session, tier: str) -> Shard:
         if tier == "working":
             if not session.memory_id:
-                raise InvalidInput("the working tier belongs to a session: start one with `mem init` and pass --session")
+                raise InvalidInput(
+                    "the working tier belongs to a session: start one with `mem init` and pass --session"
+                )
             if session.working is not None:
                 return session.working
             return self.engine.shard(session.namespace, "working", session.memory_id, schema="entries")
@@ -135,11 +147,14 @@ class A2E:
         texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e in valid]
         vectors = self.engine.embed(texts)
         by_tier: dict[str, list[tuple[MemoryEntry, np.ndarray]]] = {}
-        for (_, entry), vec in zip(valid, vectors):
+        for (_, entry), vec in zip(valid, vectors, strict=True):
             by_tier.setdefault(entry.tier, []).append((entry, vec))
         with self.engine.lock(session.namespace):
             now = clock.now()
-            ops = {tier: self._put_op(self._shard(session, tier), items, now, keep_timestamps) for tier, items in by_tier.items()}
+            ops = {
+                tier: self._put_op(self._shard(session, tier), items, now, keep_timestamps)
+                for tier, items in by_tier.items()
+            }
             self._check_capacity(session, ops, limits, now)
             for tier, op in ops.items():
                 self._shard(session, tier).append(op)
@@ -169,7 +184,12 @@ class A2E:
             old = shard.get(rid, now)
             created = entry.created_at if keep and entry.created_at else (old["created_at"] if old else now)
             updated = entry.updated_at if keep and entry.updated_at else now
-            doc = {"id": rid, **entry.model_dump(include=set(ENTRY_FIELDS)), "created_at": created, "updated_at": updated}
+            doc = {
+                "id": rid,
+                **entry.model_dump(include=set(ENTRY_FIELDS)),
+                "created_at": created,
+                "updated_at": updated,
+            }
             doc["expires_at"] = updated + entry.ttl if entry.ttl else None
             recs.append({"id": rid, "doc": doc, "vec": encode_vector(vec)})
         return {"op": "put", "recs": recs}
@@ -214,9 +234,9 @@ class A2E:
     def retrieve(
         self,
         session: Session,
-        keys: list[dict[str, Any]] = (),  # type: ignore[assignment]
+        keys: Sequence[dict[str, Any] | str] = (),
         query: str = "",
-        tags: list[str] = (),  # type: ignore[assignment]
+        tags: Sequence[str] = (),
         tier: str = "",
         limit: int = 10,
         min_score: float = 0.0,
@@ -233,7 +253,13 @@ class A2E:
 
     # -- forget -----------------------------------------------------------------------------
 
-    def forget(self, session: Session, keys: list[dict[str, Any]] = (), tags: list[str] = (), tier: str = "episodic") -> int:  # type: ignore[assignment]
+    def forget(
+        self,
+        session: Session,
+        keys: Sequence[dict[str, Any] | str] = (),
+        tags: Sequence[str] = (),
+        tier: str = "episodic",
+    ) -> int:
         """Delete the entries of `tier` matching the keys and tags (all of them if neither)."""
         if tier == "semantic":
             self._check_semantic_writer(session, self.config.for_namespace(session.namespace))
@@ -265,6 +291,12 @@ def _rank(parts: list[Candidates], limit: int, min_score: float) -> dict[str, An
         doc = parts[owner[i]].doc(int(index[i]))
         entries.append({**public(doc), "relevance": round(float(relevance[i]), 6)})
     return {"entries": entries, "total": total}
+
+
+def check_name(value: Any, what: str) -> None:
+    """Names may be any text but empty, over-long or containing NUL (they are never paths)."""
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME or "\x00" in value:
+        raise InvalidInput(f"{what} must be 1 to {MAX_NAME} characters without NUL", {"field": what})
 
 
 def _last_write_wins(valid: list[tuple[int, MemoryEntry]]) -> list[tuple[int, MemoryEntry]]:

@@ -32,7 +32,7 @@ from .shard import SEG, WAL, Shard, listing
 
 log = logging.getLogger("mem.checkpoint")
 
-MIN_JOURNAL_BYTES = 4 << 20
+MIN_JOURNAL_BYTES = int(os.environ.get("MEM_CHECKPOINT_BYTES", 4 << 20))
 JOURNAL_SHARE = 0.25  # checkpoint when the journals reach this share of the checkpoint's size
 
 
@@ -109,9 +109,8 @@ def _remove_replaced(folder: Path, gen: int) -> None:
     for old in wals:
         if old <= gen:
             (folder / WAL.format(old)).unlink(missing_ok=True)
-    for tmp in folder.glob("tmp-*"):
-        if int(tmp.name.split("-")[1]) < gen:
-            shutil.rmtree(tmp, ignore_errors=True)
+    for tmp in folder.glob("tmp-*"):  # we hold the checkpoint lock: any other is a dead one's
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def spawn(home: Path, shard_folder: Path) -> None:

@@ -44,7 +44,7 @@ class Config:
             return self.base
         known = {f.name for f in fields(Limits)}
         values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in override.items() if k in known}
-        return replace(self.base, **values)
+        return replace(self.base, **values)  # type: ignore[arg-type]
 
 
 def load_config(home: Path) -> Config:

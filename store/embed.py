@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Protocol
 
@@ -139,7 +139,7 @@ def _verify_sha256(path: Path, expected: str) -> None:
         raise RuntimeError(f"{path.name}: sha256 {actual} does not match the pinned {expected}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_embedder(name: str) -> Embedder:
     """The embedder called `name` (loaded once per process)."""
     if name == "static":

@@ -7,11 +7,12 @@ written since are searched exactly (see `search.py`). This is the only module th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 FILE = "index.ann"
-METRIC = "angular"
+METRIC: Literal["angular"] = "angular"
 SEARCH_K_PER_RESULT = 400  # nodes inspected per wanted neighbour; tuned in bench/ for recall@10
 
 

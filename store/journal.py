@@ -9,6 +9,7 @@ and never swallows the next write.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -95,10 +96,8 @@ class Journal:
 
 
 def _truncate_quietly(fd: int, size: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.ftruncate(fd, size)
-    except OSError:
-        pass
 
 
 def _parse(line: bytes) -> Op | None:

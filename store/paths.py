@@ -6,6 +6,7 @@ fixed-length hex digest, and the real name is kept inside the directory's descri
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -35,8 +36,11 @@ def digest(*parts: str) -> str:
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create `path` (and parents) readable by the owner only."""
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """Create `path`, and any missing parents, readable by the owner only."""
+    if not path.is_dir():
+        ensure_dir(path.parent)
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=DIR_MODE)
     return path
 
 

@@ -10,6 +10,7 @@ a request that fails validation, and the store's own codes (`memory_not_found`, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -75,11 +76,13 @@ class Protocol:
     def _dispatch(self, data: dict[str, Any], req_id: str) -> dict[str, Any]:
         kind = data.get("type")
         model = REQUESTS.get(kind) if isinstance(kind, str) else None
-        if model is None:
+        if model is None or not isinstance(kind, str):
             return error(req_id, "invalid_message", f"unknown message type {kind!r}")
         version = data.get("version", VERSION)
         if not isinstance(version, str) or version.split(".")[0] != VERSION.split(".")[0]:
-            return error(req_id, "version_mismatch", f"version {version!r} is not supported (this host speaks {VERSION})")
+            return error(
+                req_id, "version_mismatch", f"version {version!r} is not supported (this host speaks {VERSION})"
+            )
         try:
             msg = model.model_validate(data)
         except ValidationError as exc:
@@ -87,7 +90,7 @@ class Protocol:
             return error(req_id, "schema_violation", f"invalid {kind}: {fields[0]['msg']}", {"errors": fields})
         if kind != "handshake/req" and not self.authenticated:
             raise Unauthorized("this host requires a handshake with a valid auth_token first")
-        handler = getattr(self, "_" + kind.replace("/", "_"))  # type: ignore[union-attr]
+        handler = getattr(self, "_" + kind.replace("/", "_"))
         return reply(kind.replace("/req", "/resp"), req_id, **handler(msg))
 
     # -- control ----------------------------------------------------------------------------
@@ -96,7 +99,10 @@ class Protocol:
         if self.auth_secret and not hmac.compare_digest(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
             raise Unauthorized(f"auth_token is not valid for agent {msg.agent_id!r}")
         self.agent_id, self.authenticated = msg.agent_id, True
-        metadata = {"tiers": ["working", "episodic", "semantic"], "messages": sorted(k for k in REQUESTS if "memory" in k)}
+        metadata = {
+            "tiers": ["working", "episodic", "semantic"],
+            "messages": sorted(k for k in REQUESTS if "memory" in k),
+        }
         caps = [{"capability": "memory", "enabled": True, "metadata": metadata}]
         return {"session_id": self.session_id, "accepted_caps": caps, "max_parallel": 1, "ok": True, "reason": ""}
 
@@ -134,10 +140,8 @@ class Protocol:
     def close(self) -> None:
         """The connection ended: its sessions' working tiers go with it."""
         for memory_id in self.session_ids:
-            try:
+            with contextlib.suppress(MemError):
                 self.service.close_session(memory_id)
-            except MemError:
-                pass
 
 
 def reply(kind: str, req_id: str, **fields: Any) -> dict[str, Any]:

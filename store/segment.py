@@ -42,7 +42,7 @@ def write_segment(
     """Write a complete checkpoint of `docs` (each with an "id") into the empty `folder`."""
     spans = write_records(folder / DATA, docs)
     hashes = np.array([id_hash(d["id"]) for d in docs], dtype=np.uint64)
-    columns = {
+    columns: dict[str, np.ndarray] = {
         "offsets": np.array(spans, dtype=np.int64).reshape(-1, 2),
         "hashes": hashes,
         "hash_order": np.argsort(hashes, kind="stable").astype(np.int32),

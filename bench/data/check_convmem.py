@@ -19,13 +19,15 @@ or a shared 5-letter prefix) and against shared numbers.
 Usage: python3 check_convmem.py [path/to/convmem.json] [--strict]
 Exit status is 1 if any problem is found. Stdlib only.
 """
+
 import json
 import os
 import re
 import sys
 from collections import Counter
 
-STOPWORDS = set("""
+STOPWORDS = set(
+    """
 i me my myself we our ours ourselves you your yours yourself yourselves
 he him his himself she her hers herself it its itself they them their theirs
 themselves what which who whom whose this that these those am is are was were
@@ -38,7 +40,8 @@ just should now would could also
 s t d ll m o re ve y don won ain aren couldn didn doesn hadn hasn haven isn
 ma mightn mustn needn shan shouldn wasn weren wouldn
 say says said tell tells told mention mentions mentioned ask asks asked
-""".split())
+""".split()
+)
 
 SUFFIXES = ("ing", "ed", "es", "s")
 
@@ -55,8 +58,7 @@ def stem(word):
 
 
 def content_words(text, drop=()):
-    return {stem(t) for t in tokens(text)
-            if len(t) > 1 and t not in STOPWORDS and t not in drop}
+    return {stem(t) for t in tokens(text) if len(t) > 1 and t not in STOPWORDS and t not in drop}
 
 
 def near_matches(qwords, awords):
@@ -65,9 +67,12 @@ def near_matches(qwords, awords):
         for a in awords:
             if q == a:
                 hits.add(q)
-            elif min(len(q), len(a)) >= 3 and (q.startswith(a) or a.startswith(q)):
-                hits.add(f"{q}~{a}")
-            elif min(len(q), len(a)) >= 5 and q[:5] == a[:5]:
+            elif (
+                min(len(q), len(a)) >= 3
+                and (q.startswith(a) or a.startswith(q))
+                or min(len(q), len(a)) >= 5
+                and q[:5] == a[:5]
+            ):
                 hits.add(f"{q}~{a}")
     return hits
 

@@ -1,0 +1,109 @@
+"""The A2E commands at the shell: output formats, NDJSON input, exit codes."""
+
+from __future__ import annotations
+
+import orjson
+from typer.testing import CliRunner
+
+from cli.main import app
+from store.service import MemoryService
+
+runner = CliRunner()
+
+
+def mem(*args, input=None):
+    return runner.invoke(app, list(args), input=input)
+
+
+def lines(result):
+    return [orjson.loads(x) for x in result.stdout.splitlines() if x.strip()]
+
+
+def test_store_and_retrieve_as_ndjson(home):
+    r = mem("store", "--key", "topic=prefs", "--tier", "episodic", "--tag", "preferences", '{"language": "python"}')
+    assert r.exit_code == 0, r.output
+    assert lines(r) == [{"key": {"topic": "prefs"}, "stored": True}]
+    svc = MemoryService(home)
+    (stored,) = svc.retrieve(svc.scope("default", "default"))["entries"]
+    assert stored["content"] == {"language": "python"} and stored["tags"] == ["preferences"]
+    r = mem("retrieve", "--query", "python", "--format", "ndjson")
+    assert r.exit_code == 0 and lines(r)[0]["key"] == {"topic": "prefs"}
+
+
+def test_content_that_is_not_json_is_a_string_and_key_defaults_to_a_hash(home):
+    mem("store", "buy oat milk")
+    mem("store", "buy oat milk")
+    (entry,) = lines(mem("retrieve"))
+    assert entry["content"] == "buy oat milk" and list(entry["key"]) == ["hash"]
+
+
+def test_json_format_fields_and_empty_results(home):
+    assert mem("retrieve", "--format", "json").stdout.strip() == "[]"
+    assert mem("retrieve").stdout == ""
+    mem("store", "--key", "a", "hello")
+    r = mem("retrieve", "--format", "json", "--fields", "key,content")
+    assert orjson.loads(r.stdout) == [{"key": {"key": "a"}, "content": "hello"}]
+
+
+def test_table_output_is_readable(home):
+    mem("store", "--key", "k=1", "x" * 200)
+    r = mem("retrieve", "--format", "table")
+    assert r.exit_code == 0 and "…" in r.stdout and "ago" in r.stdout
+
+
+def test_bulk_store_from_ndjson_stdin(home):
+    entries = [{"key": {"n": i}, "content": f"fact {i}", "tier": "semantic"} for i in range(50)]
+    body = "\n".join(orjson.dumps(e).decode() for e in entries) + "\n\n"
+    r = mem("store", "-", input=body)
+    assert r.exit_code == 0 and len(lines(r)) == 50
+    assert mem("retrieve", "--tier", "semantic", "--limit", "100", "--format", "json").stdout.count('"fact ') == 50
+
+
+def test_bad_ndjson_line_names_its_number_and_stores_nothing(home):
+    r = mem("store", "-", input='{"key": {"a": 1}, "content": 1, "tier": "episodic"}\n{broken\n')
+    assert r.exit_code == 4 and "line 2" in r.stderr
+    assert mem("retrieve").stdout == ""
+
+
+def test_invalid_entry_exits_4(home):
+    r = mem("store", "--tier", "cosmic", "x")
+    assert r.exit_code == 4 and "tier" in r.stderr
+
+
+def test_forget_and_session_flow(home):
+    r = mem("init", "--namespace", "proj", "--agent", "bot")
+    memory_id = r.stdout.strip()
+    assert r.exit_code == 0 and len(memory_id) == 32
+    assert mem("store", "--session", memory_id, "--tier", "working", "--key", "w", "scratch").exit_code == 0
+    assert lines(mem("retrieve", "--session", memory_id, "--tier", "working"))[0]["content"] == "scratch"
+    assert lines(mem("session", "list"))[0]["memory_id"] == memory_id
+    assert mem("session", "close", memory_id).exit_code == 0
+    r = mem("retrieve", "--session", memory_id)
+    assert r.exit_code == 3 and r.stderr.startswith("mem: error: unknown memory_id")
+    mem("store", "--key", "e", "--tag", "tmp", "episodic thing")
+    assert lines(mem("forget", "--tag", "tmp")) == [{"deleted": 1}]
+
+
+def test_working_tier_without_a_session_is_invalid_input(home):
+    r = mem("store", "--tier", "working", "x")
+    assert r.exit_code == 4 and "session" in r.stderr
+
+
+def test_memory_full_exits_5(home, monkeypatch):
+    monkeypatch.setenv("MEM_MAX_ENTRIES", "1")
+    assert mem("store", "--key", "a", "one").exit_code == 0
+    r = mem("store", "--key", "b", "two")
+    assert r.exit_code == 5 and "full" in r.stderr
+
+
+def test_scope_from_environment(home, monkeypatch):
+    monkeypatch.setenv("MEM_NAMESPACE", "envns")
+    monkeypatch.setenv("MEM_AGENT", "envagent")
+    mem("store", "--key", "x", "from env")
+    svc = MemoryService(home)
+    assert svc.retrieve(svc.scope("envns", "envagent"))["total"] == 1
+
+
+def test_demo_runs(home):
+    r = mem("demo", "--format", "ndjson")
+    assert r.exit_code == 0 and len(lines(r)) == 6

@@ -1,0 +1,96 @@
+"""The Annoy index plus the exact delta give the right answers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from store import search
+from store.service import MemoryService
+
+from .conftest import entry
+
+WORDS = [
+    "apple",
+    "banana",
+    "cherry",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+]
+
+
+def sentences(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=6)) for _ in range(n)]
+
+
+def exact_ranking(svc, s, query, n):
+    rows = svc.retrieve(s, limit=n, query=query)["entries"]
+    return [e["key"]["k"] for e in rows]
+
+
+def test_annoy_neighbours_equal_exact_search_on_a_small_store(home):
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, t) for i, t in enumerate(sentences(300))])
+    svc.checkpoint()
+    shard = svc.engine.shard("ns", "episodic", "a", schema="entries")
+    vectors = np.asarray(shard.seg.vectors, dtype=np.float32)
+    for query in svc.engine.embed(sentences(20, seed=1)):
+        rows, cos = shard.seg.index.nearest(query, 10)
+        exact = vectors @ query
+        assert np.allclose(np.sort(cos)[::-1], np.sort(exact)[::-1][:10], atol=1e-3)
+        assert set(rows) == set(np.argsort(-exact, kind="stable")[:10]) or np.isclose(
+            exact[rows].min(), np.sort(exact)[-10]
+        )
+
+
+def test_hybrid_search_through_the_index_equals_exact_on_a_small_store(home, monkeypatch):
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, t) for i, t in enumerate(sentences(300))])
+    svc.checkpoint()
+    queries = sentences(20, seed=1)
+    monkeypatch.setattr(search, "EXACT_MAX", 10**9)
+    exact = [exact_ranking(svc, s, q, 10) for q in queries]
+    monkeypatch.setattr(search, "EXACT_MAX", 0)
+    assert [exact_ranking(svc, s, q, 10) for q in queries] == exact
+
+
+def test_index_and_delta_merge_with_tombstones(home, monkeypatch):
+    monkeypatch.setattr(search, "EXACT_MAX", 0)
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, f"filler {' '.join(WORDS[i % 5 : i % 5 + 3])}") for i in range(200)])
+    svc.store(s, [entry("old", "zebra giraffe savanna"), entry("dead", "zebra stripes")])
+    svc.checkpoint()
+    svc.store(s, [entry("new", "zebra crossing"), entry("old", "now about whales")])
+    svc.forget(s, keys=[{"k": "dead"}])
+    got = [e["key"]["k"] for e in svc.retrieve(s, query="zebra", limit=3)["entries"]]
+    assert got[0] == "new"
+    assert "dead" not in got and "old" not in got[:1]
+    whales = svc.retrieve(s, query="whales", limit=1)["entries"][0]
+    assert whales["key"]["k"] == "old" and whales["content"] == "now about whales"
+    assert svc.retrieve(s, limit=1000)["total"] == 202
+
+
+def test_filtered_search_finds_rare_tagged_rows_through_the_index(home, monkeypatch):
+    monkeypatch.setattr(search, "EXACT_MAX", 0)
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(
+        s, [entry(i, f"common words {i}") for i in range(500)] + [entry("rare", "unrelated text", tags=["needle"])]
+    )
+    svc.checkpoint()
+    result = svc.retrieve(s, query="common words", tags=["needle"])
+    assert [e["key"]["k"] for e in result["entries"]] == ["rare"] and result["total"] == 1

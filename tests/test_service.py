@@ -1,0 +1,204 @@
+"""A2E semantics through the service: scopes, upserts, validation, limits, TTL, retrieve, forget."""
+
+from __future__ import annotations
+
+import pytest
+
+from store import clock
+from store.errors import MemoryFull, NotFound
+from store.service import MemoryService
+
+from .conftest import entry
+
+
+def keys_of(result):
+    return [e["key"] for e in result["entries"]]
+
+
+def test_store_then_retrieve_by_key_tag_and_query(service):
+    s = service.init("ns", "alice")
+    out = service.store(
+        s,
+        [
+            entry({"topic": "prefs"}, {"language": "python"}, tags=["preferences"]),
+            entry("cat", "the cat sat on the mat", tier="semantic", tags=["animals"]),
+        ],
+    )
+    assert out == {"stored": [{"topic": "prefs"}, {"k": "cat"}], "errors": []}
+    assert keys_of(service.retrieve(s, keys=[{"topic": "prefs"}])) == [{"topic": "prefs"}]
+    assert keys_of(service.retrieve(s, tags=["animals"])) == [{"k": "cat"}]
+    hit = service.retrieve(s, query="python language")["entries"][0]
+    assert hit["key"] == {"topic": "prefs"} and 0 < hit["relevance"] <= 1
+
+
+def test_string_key_is_accepted_as_key_dict(service):
+    s = service.init("ns", "alice")
+    assert service.store(s, [{"key": "plain", "content": 1, "tier": "episodic"}])["stored"] == [{"key": "plain"}]
+    assert keys_of(service.retrieve(s, keys=["plain"])) == [{"key": "plain"}]
+
+
+def test_keys_compare_in_canonical_form(service):
+    s = service.init("ns", "a")
+    service.store(s, [entry({"b": 1, "a": 2}, "x")])
+    assert len(service.retrieve(s, keys=[{"a": 2, "b": 1}])["entries"]) == 1
+
+
+def test_update_keeps_created_at_and_bumps_updated_at(service):
+    s = service.init("ns", "a")
+    service.store(s, [entry("k", "v1")])
+    first = service.retrieve(s, keys=[{"k": "k"}])["entries"][0]
+    clock.set_offset(100)
+    service.store(s, [entry("k", "v2")])
+    after = service.retrieve(s, keys=[{"k": "k"}])
+    assert after["total"] == 1
+    second = after["entries"][0]
+    assert second["content"] == "v2"
+    assert second["created_at"] == first["created_at"]
+    assert second["updated_at"] >= first["updated_at"] + 99
+
+
+def test_invalid_entries_are_reported_by_index_and_valid_ones_stored(service):
+    s = service.init("ns", "a")
+    out = service.store(
+        s,
+        [
+            entry("ok", "fine"),
+            {"key": {"k": 1}, "content": "x", "tier": "cosmic"},
+            entry("s", "x", score=1.5),
+            entry("t", "x", ttl=-1),
+            {"key": {"k": 2}, "tier": "episodic"},
+            "not an object",
+        ],
+    )
+    assert out["stored"] == [{"k": "ok"}]
+    assert [e.split(":")[0] for e in out["errors"]] == [f"entries[{i}]" for i in (1, 2, 3, 4, 5)]
+    assert "tier" in out["errors"][0] and "score" in out["errors"][1] and "ttl" in out["errors"][2]
+    assert "content" in out["errors"][3]
+
+
+def test_content_size_limit(home, monkeypatch):
+    monkeypatch.setenv("MEM_MAX_ENTRY_BYTES", "100")
+    svc = MemoryService(home)
+    s = svc.init("ns", "a")
+    out = svc.store(s, [entry("big", "x" * 200), entry("small", "y")])
+    assert out["stored"] == [{"k": "small"}] and "over the 100-byte limit" in out["errors"][0]
+
+
+def test_namespace_entry_limit_gives_memory_full_and_writes_nothing(home, monkeypatch):
+    monkeypatch.setenv("MEM_MAX_ENTRIES", "3")
+    svc = MemoryService(home)
+    s = svc.init("ns", "a")
+    svc.store(s, [entry(i, "x") for i in range(2)])
+    with pytest.raises(MemoryFull):
+        svc.store(s, [entry("a", "x"), entry("b", "x", tier="semantic")])
+    assert svc.retrieve(s, limit=100)["total"] == 2
+    svc.store(s, [entry(0, "updated")])  # an update does not add an entry
+    other = svc.init("other", "a")
+    svc.store(other, [entry(i, "x") for i in range(3)])  # the limit is per namespace
+
+
+def test_tiers_are_scoped(service):
+    alice = service.init("ns", "alice")
+    bob = service.init("ns", "bob")
+    service.store(
+        alice,
+        [
+            entry("w", "alice scratch", tier="working"),
+            entry("e", "alice diary"),
+            entry("s", "shared fact", tier="semantic"),
+        ],
+    )
+    assert keys_of(service.retrieve(bob, limit=10)) == [{"k": "s"}]
+    assert {e["tier"] for e in service.retrieve(alice)["entries"]} == {"working", "episodic", "semantic"}
+    later = service.init("ns", "alice")  # a new session: working is gone, episodic survives
+    assert sorted(e["tier"] for e in service.retrieve(later)["entries"]) == ["episodic", "semantic"]
+    assert service.retrieve(service.init("other-ns", "alice"))["total"] == 0
+
+
+def test_unknown_memory_id_is_not_found(service):
+    with pytest.raises(NotFound):
+        service.session("nope")
+
+
+def test_ttl_expiry_hides_entries_and_gc_purges_them(service, home):
+    s = service.init("ns", "a")
+    service.store(s, [entry("short", "gone soon", ttl=10), entry("long", "stays")])
+    assert service.retrieve(s)["total"] == 2
+    clock.set_offset(11)
+    assert keys_of(service.retrieve(s)) == [{"k": "long"}]
+    assert service.retrieve(s, query="gone soon")["total"] == 1
+    assert service.checkpoint(force=True) >= 1
+    data = next(home.rglob("data.json")).read_text()
+    assert "gone soon" not in data and "stays" in data
+
+
+def test_retrieve_ands_filters_and_counts_total_before_limit(service):
+    s = service.init("ns", "a")
+    service.store(s, [entry(i, f"note {i}", tags=["a", "b"] if i % 2 else ["a"]) for i in range(10)])
+    both = service.retrieve(s, tags=["a", "b"], limit=2)
+    assert both["total"] == 5 and len(both["entries"]) == 2
+    assert service.retrieve(s, tags=["a", "b"], keys=[{"k": 1}, {"k": 2}])["total"] == 1
+    assert service.retrieve(s, tier="semantic")["total"] == 0
+
+
+def test_relevance_without_query_is_score_ordered_then_recent(service):
+    s = service.init("ns", "a")
+    service.store(s, [entry("low", "x", score=0.2), entry("high", "y", score=0.9)])
+    clock.set_offset(5)
+    service.store(s, [entry("high2", "z", score=0.9)])
+    result = service.retrieve(s)
+    assert keys_of(result) == [{"k": "high2"}, {"k": "high"}, {"k": "low"}]
+    assert [e["relevance"] for e in result["entries"]] == pytest.approx([0.9, 0.9, 0.2])
+    assert service.retrieve(s, min_score=0.5)["total"] == 2
+
+
+def test_min_score_filters_on_relevance_not_importance(service):
+    s = service.init("ns", "a")
+    service.store(
+        s, [entry("py", "python programming language", score=0.01), entry("cook", "baking bread recipes", score=1.0)]
+    )
+    result = service.retrieve(s, query="python programming", min_score=0.5)
+    assert keys_of(result) == [{"k": "py"}] and result["total"] == 1
+
+
+def test_forget_by_key_tag_and_whole_tier(service):
+    s = service.init("ns", "a")
+    service.store(
+        s, [entry(i, "x", tags=["t"] if i < 3 else []) for i in range(6)] + [entry("s", "x", tier="semantic")]
+    )
+    assert service.forget(s, keys=[{"k": 4}]) == 1
+    assert service.forget(s, keys=[{"k": 4}]) == 0
+    assert service.forget(s, tags=["t"]) == 3
+    assert service.forget(s) == 2  # the rest of the episodic tier (default): 3 and 5
+    assert keys_of(service.retrieve(s)) == [{"k": "s"}]
+    assert service.forget(s, tier="semantic") == 1
+
+
+def test_forget_with_keys_and_tags_needs_both(service):
+    s = service.init("ns", "a")
+    service.store(s, [entry("a", "x", tags=["t"]), entry("b", "x")])
+    assert service.forget(s, keys=[{"k": "b"}], tags=["t"]) == 0
+    assert service.forget(s, keys=[{"k": "a"}], tags=["t"]) == 1
+
+
+def test_persisted_session_keeps_working_tier_until_closed(home):
+    first = MemoryService(home)
+    s = first.init("ns", "a", persist=True)
+    first.store(s, [entry("w", "scratch", tier="working")])
+    first.close()
+    second = MemoryService(home)
+    again = second.session(s.memory_id)
+    assert keys_of(second.retrieve(again, tier="working")) == [{"k": "w"}]
+    second.close_session(s.memory_id)
+    with pytest.raises(NotFound):
+        MemoryService(home).session(s.memory_id)
+
+
+def test_another_process_sees_writes(home):
+    writer, reader = MemoryService(home), MemoryService(home)
+    r = reader.scope("ns", "a")
+    assert reader.retrieve(r)["total"] == 0
+    writer.store(writer.scope("ns", "a"), [entry("x", "hello")])
+    assert reader.retrieve(r)["total"] == 1
+    writer.forget(writer.scope("ns", "a"))
+    assert reader.retrieve(r)["total"] == 0

@@ -1,0 +1,201 @@
+"""`serve-stdio`: the A2E wire in process, and one real session against the `mem` binary."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from cli.stdio import serve
+from store.protocol import Protocol, auth_token
+from store.service import MemoryService
+
+
+def msg(kind, **fields):
+    return {"type": kind, "id": fields.pop("id", f"r-{kind}"), "version": "1.0", "ts": 0.0, **fields}
+
+
+@pytest.fixture
+def proto(service):
+    return Protocol(service)
+
+
+def call(proto, kind, **fields):
+    return proto.handle(orjson.dumps(msg(kind, **fields)))
+
+
+def init(proto, **scope):
+    return call(proto, "memory/init/req", namespace="ns", scope=scope)["memory_id"]
+
+
+def test_handshake_ping_and_response_envelope(proto):
+    hs = call(proto, "handshake/req", id="h1", agent_id="agent-7", agent_caps=["streaming", "artifacts"], auth_token="")
+    assert hs["type"] == "handshake/resp" and hs["req_id"] == "h1" and hs["ok"] is True
+    assert hs["accepted_caps"][0]["capability"] == "memory" and hs["accepted_caps"][0]["enabled"] is True
+    assert {"id", "version", "ts", "session_id", "max_parallel", "reason"} <= hs.keys()
+    pong = call(proto, "ping", id="p1")
+    assert pong["type"] == "pong" and pong["req_id"] == "p1" and pong["uptime_seconds"] >= 0
+
+
+def test_memory_round_trip_on_the_wire(proto):
+    call(proto, "handshake/req", agent_id="assistant")
+    init_resp = call(proto, "memory/init/req", id="m0", namespace="agent-session-1", scope={}, metadata={})
+    assert init_resp["type"] == "memory/init/resp" and init_resp["namespace"] == "agent-session-1"
+    assert init_resp["success"] is True
+    mid = init_resp["memory_id"]
+    stored = call(
+        proto,
+        "memory/store/req",
+        id="m1",
+        memory_id=mid,
+        entries=[
+            {
+                "key": {"agent": "a1", "topic": "prefs"},
+                "content": {"language": "python"},
+                "tier": "episodic",
+                "tags": ["preferences"],
+                "source": "turn-1",
+                "score": 0.9,
+                "ttl": 0,
+            },
+            {"key": "bad", "content": 1, "tier": "nowhere"},
+        ],
+    )
+    assert stored["type"] == "memory/store/resp" and stored["req_id"] == "m1"
+    assert stored["stored"] == [{"agent": "a1", "topic": "prefs"}] and stored["errors"][0].startswith("entries[1]")
+    got = call(proto, "memory/retrieve/req", id="m3", memory_id=mid, query="user coding preferences", limit=5)
+    assert got["type"] == "memory/retrieve/resp" and got["total"] == 1
+    assert got["entries"][0]["content"] == {"language": "python"} and "relevance" in got["entries"][0]
+    assert "vec" not in orjson.dumps(got).decode()
+    forgot = call(proto, "memory/forget/req", id="m4", memory_id=mid, tags=["preferences"])
+    assert forgot == {**forgot, "type": "memory/forget/resp", "req_id": "m4", "deleted": 1}
+
+
+def test_agent_identity_comes_from_scope_then_handshake(proto, service):
+    call(proto, "handshake/req", agent_id="from-handshake")
+    a = init(proto)
+    b = init(proto, agent="from-scope")
+    call(proto, "memory/store/req", memory_id=a, entries=[{"key": "x", "content": "hs", "tier": "episodic"}])
+    call(proto, "memory/store/req", memory_id=b, entries=[{"key": "x", "content": "sc", "tier": "episodic"}])
+    assert service.retrieve(service.scope("ns", "from-handshake"))["entries"][0]["content"] == "hs"
+    assert service.retrieve(service.scope("ns", "from-scope"))["entries"][0]["content"] == "sc"
+
+
+@pytest.mark.parametrize(
+    "line, code, req_id",
+    [
+        (b"{not json", "parse_error", ""),
+        (b"\xff\xfe", "parse_error", ""),
+        (b"[1, 2]", "invalid_message", ""),
+        (orjson.dumps(msg("memory/teleport/req", id="u1")), "invalid_message", "u1"),
+        (orjson.dumps({**msg("ping", id="v1"), "version": "2.0"}), "version_mismatch", "v1"),
+        (orjson.dumps(msg("memory/retrieve/req", id="s1", memory_id="x", limit="ten")), "schema_violation", "s1"),
+        (orjson.dumps(msg("memory/store/req", id="n1", memory_id="nope", entries=[])), "memory_not_found", "n1"),
+    ],
+)
+def test_errors_are_error_messages(proto, line, code, req_id):
+    resp = proto.handle(line)
+    assert resp["type"] == "error" and resp["code"] == code and resp["req_id"] == req_id
+    assert resp["capability_name"] == "memory" and resp["retryable"] is False and isinstance(resp["detail"], dict)
+
+
+def test_schema_violation_lists_fields(proto):
+    mid = init(proto)
+    resp = call(proto, "memory/retrieve/req", memory_id=mid, limit=-1, min_score=3)
+    locs = {tuple(e["loc"]) for e in resp["detail"]["errors"]}
+    assert locs == {("limit",), ("min_score",)}
+
+
+def test_auth_secret_requires_a_valid_token(service):
+    proto = Protocol(service, auth_secret="s3cret")
+    assert call(proto, "memory/init/req", namespace="ns")["code"] == "unauthorized"
+    bad = call(proto, "handshake/req", agent_id="a1", auth_token="wrong")
+    assert bad["type"] == "error" and bad["code"] == "unauthorized"
+    good = call(proto, "handshake/req", agent_id="a1", auth_token=auth_token("s3cret", "a1"))
+    assert good["ok"] is True
+    assert call(proto, "memory/init/req", namespace="ns")["type"] == "memory/init/resp"
+
+
+def test_serve_answers_each_line_once_and_refuses_long_lines(home, monkeypatch):
+    monkeypatch.setenv("MEM_MAX_LINE_BYTES", "1000")
+    lines = [
+        orjson.dumps(msg("ping", id="a")),
+        b"",
+        b"x" * 5000,
+        b"{oops",
+        orjson.dumps(msg("ping", id="b")),
+    ]
+    out = io.BytesIO()
+    serve(MemoryService(home), io.BytesIO(b"\n".join(lines) + b"\n"), out)
+    replies = [orjson.loads(x) for x in out.getvalue().splitlines()]
+    assert [r.get("req_id") for r in replies] == ["a", "", "", "b"]
+    assert [r["type"] for r in replies] == ["pong", "error", "error", "pong"]
+    assert "longer than 1000 bytes" in replies[1]["message"]
+
+
+def test_working_tier_ends_with_the_connection(service, home):
+    proto = Protocol(service)
+    mid = init(proto)
+    call(proto, "memory/store/req", memory_id=mid, entries=[{"key": "w", "content": "scratch", "tier": "working"}])
+    assert call(proto, "memory/retrieve/req", memory_id=mid, tier="working")["total"] == 1
+    proto.close()
+    other = Protocol(MemoryService(home))
+    assert call(other, "memory/retrieve/req", memory_id=mid)["code"] == "memory_not_found"
+
+
+def test_end_to_end_session_against_the_binary(home):
+    """Spawn `mem serve-stdio` as an A2E client would and run a whole session."""
+    requests = [
+        msg("handshake/req", id="1", agent_id="e2e-agent", agent_caps=["streaming", "artifacts"], auth_token=""),
+        msg("memory/init/req", id="2", namespace="e2e", scope={"agent": "e2e-agent"}),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve-stdio"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MEM_HOME": str(home)},
+    )
+
+    def ask(message):
+        proc.stdin.write((message if isinstance(message, bytes) else orjson.dumps(message)) + b"\n")
+        proc.stdin.flush()
+        return orjson.loads(proc.stdout.readline())
+
+    assert ask(requests[0])["ok"] is True
+    mid = ask(requests[1])["memory_id"]
+    entries = [
+        {"key": {"topic": "prefs"}, "content": {"language": "python"}, "tier": "episodic", "tags": ["preferences"]},
+        {"key": {"topic": "pet"}, "content": "a greyhound called Pixel", "tier": "semantic", "tags": ["personal"]},
+    ]
+    assert len(ask(msg("memory/store/req", id="3", memory_id=mid, entries=entries))["stored"]) == 2
+    by_key = ask(msg("memory/retrieve/req", id="4", memory_id=mid, keys=[{"topic": "pet"}]))
+    assert by_key["req_id"] == "4" and by_key["entries"][0]["content"] == "a greyhound called Pixel"
+    assert ask(msg("memory/retrieve/req", id="5", memory_id=mid, tags=["preferences"]))["total"] == 1
+    by_query = ask(msg("memory/retrieve/req", id="6", memory_id=mid, query="greyhound", limit=1))
+    assert by_query["entries"][0]["key"] == {"topic": "pet"}
+    assert ask(msg("memory/forget/req", id="7", memory_id=mid, tier="semantic"))["deleted"] == 1
+    assert ask(msg("ping", id="8"))["type"] == "pong"
+    assert ask(b"this is not json")["code"] == "parse_error"
+    assert ask(msg("shutdown", id="9", timeout=5))["req_id"] == "9"
+    assert proc.wait(timeout=10) == 0
+    assert proc.stdout.read() == b""
+    svc = MemoryService(home)
+    assert svc.retrieve(svc.scope("e2e", "e2e-agent"))["total"] == 1
+
+
+def test_exits_zero_at_end_of_input_with_writes_on_disk(home):
+    lines = [msg("memory/init/req", id="i", namespace="eof")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "serve-stdio"],
+        input=b"\n".join(orjson.dumps(x) for x in lines) + b"\n",
+        capture_output=True,
+        env={**os.environ, "MEM_HOME": str(home)},
+        timeout=30,
+    )
+    assert proc.returncode == 0
+    assert [orjson.loads(x)["type"] for x in proc.stdout.splitlines()] == ["memory/init/resp"]

@@ -1,0 +1,134 @@
+"""Journals, checkpoints and recovery: what is acknowledged is there after any crash."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+from tinydb import TinyDB
+
+from store.errors import InvalidInput
+from store.journal import Journal
+from store.service import MemoryService
+from store.shard import listing
+
+from .conftest import entry
+
+
+def shard_folder(home):
+    (folder,) = {p.parent for p in home.rglob("wal-*.ndjson")} | {p.parent for p in home.rglob("seg-*")}
+    return folder
+
+
+def test_journal_reads_only_complete_lines(tmp_path):
+    journal = Journal.create(tmp_path / "wal-00000001.ndjson", 1)
+    journal.append({"op": "put", "n": 1})
+    with open(journal.path, "ab") as f:
+        f.write(b'{"op": "put", "n": 2')  # a writer died mid-line
+    reader = Journal(journal.path, 1)
+    assert list(reader.read_new()) == [{"op": "put", "n": 1}]
+    assert list(reader.read_new()) == []
+
+
+def test_append_cuts_a_torn_tail_instead_of_merging_into_it(tmp_path):
+    journal = Journal.create(tmp_path / "wal-00000001.ndjson", 1)
+    journal.append({"n": 1})
+    with open(journal.path, "ab") as f:
+        f.write(b'{"n": 2, "torn')
+    writer = Journal(journal.path, 1)
+    list(writer.read_new())
+    writer.append({"n": 3})
+    assert [orjson.loads(x) for x in journal.path.read_bytes().splitlines()] == [{"n": 1}, {"n": 3}]
+
+
+def test_recovery_after_a_torn_write_keeps_every_acknowledged_entry(home):
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, f"fact {i}") for i in range(5)])
+    wal = next(home.rglob("wal-*.ndjson"))
+    with open(wal, "ab") as f:
+        f.write(b'{"op":"put","recs":[{"id":"x","doc":{"id":')
+    fresh = MemoryService(home)
+    assert fresh.retrieve(fresh.scope("ns", "a"), limit=100)["total"] == 5
+    fresh.store(fresh.scope("ns", "a"), [entry("after", "written after the crash")])
+    assert MemoryService(home).retrieve(fresh.scope("ns", "a"), limit=100)["total"] == 6
+
+
+def test_checkpoint_is_a_tinydb_file_and_state_is_unchanged(home):
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, f"fact number {i}", tags=["even"] if i % 2 == 0 else []) for i in range(20)])
+    svc.forget(s, keys=[{"k": 3}])
+    svc.store(s, [entry(4, "fact four, rewritten")])
+    before = svc.retrieve(s, limit=100)
+    assert svc.checkpoint() == 1
+    folder = shard_folder(home)
+    segs, wals = listing(folder)
+    assert len(segs) == 1 and all(w > segs[0] for w in wals)
+    docs = TinyDB(folder / f"seg-{segs[0]:08d}" / "data.json").table("records").all()
+    assert len(docs) == 19 and {d["content"] for d in docs} >= {"fact four, rewritten"}
+    after = MemoryService(home).retrieve(s, limit=100)
+    assert after == before
+    assert svc.retrieve(s, limit=100) == before  # the writer's own view switches to the checkpoint too
+
+
+def test_writes_after_a_checkpoint_replay_on_top_of_it(home):
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, f"v{i}") for i in range(10)])
+    svc.checkpoint()
+    svc.store(s, [entry(1, "changed"), entry(10, "new")])
+    svc.forget(s, keys=[{"k": 2}])
+    result = MemoryService(home).retrieve(s, limit=100)
+    contents = {e["key"]["k"]: e["content"] for e in result["entries"]}
+    assert result["total"] == 10 and contents[1] == "changed" and 2 not in contents and contents[10] == "new"
+
+
+def test_a_long_lived_reader_follows_checkpoints_made_elsewhere(home):
+    reader = MemoryService(home)
+    s = reader.scope("ns", "a")
+    writer = MemoryService(home)
+    writer.store(s, [entry(i, "x") for i in range(3)])
+    assert reader.retrieve(s)["total"] == 3
+    writer.checkpoint()
+    writer.store(s, [entry(9, "y")])
+    assert reader.retrieve(s)["total"] == 4
+    writer.checkpoint()
+    assert reader.retrieve(s, keys=[{"k": 9}])["entries"][0]["content"] == "y"
+
+
+def test_interrupted_checkpoint_leaves_a_readable_store(home):
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, "x") for i in range(3)])
+    folder = shard_folder(home)
+    (folder / "tmp-00000001-99999").mkdir()  # a checkpoint died before its rename
+    (folder / "tmp-00000001-99999" / "data.json").write_text("{garbage")
+    assert MemoryService(home).retrieve(s)["total"] == 3
+    svc.checkpoint()
+    assert not (folder / "tmp-00000001-99999").exists()
+
+
+def test_files_are_private(home):
+    svc = MemoryService(home)
+    svc.store(svc.scope("ns", "a"), [entry(1, "secret")])
+    svc.checkpoint()
+    for path in home.rglob("*"):
+        mode = os.stat(path).st_mode & 0o777
+        assert mode & 0o077 == 0, f"{path.relative_to(home)} is {oct(mode)}"
+
+
+@pytest.mark.parametrize("name", ["../../etc", "/abs/path", "nul\x00byte", "ü" * 300, "a" * 1024, "..", "CON"])
+def test_hostile_names_never_become_paths(home, name):
+    svc = MemoryService(home)
+    if "\x00" in name:
+        with pytest.raises(InvalidInput):
+            svc.init(name, name)
+        return
+    s = svc.init(name, name)
+    svc.store(s, [entry(name, name, tags=[name[:200]])])
+    assert svc.retrieve(s, keys=[{"k": name}])["total"] == 1
+    for path in home.rglob("*"):
+        assert path.resolve().is_relative_to(home.resolve())
+        assert len(path.name) <= 64
