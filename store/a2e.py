@@ -26,6 +26,7 @@ from .schemas import entry_text
 from .search import Candidates, Filters, search
 from .shard import Shard
 
+JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 
 
@@ -157,7 +158,9 @@ class A2E:
             }
             self._check_capacity(session, ops, limits, now)
             for tier, op in ops.items():
-                self._shard(session, tier).append(op)
+                shard = self._shard(session, tier)
+                for start in range(0, len(op["recs"]), JOURNAL_BATCH):  # bounded journal lines
+                    shard.append({"op": "put", "recs": op["recs"][start : start + JOURNAL_BATCH]})
         for tier in ops:
             self.engine.after_write(self._shard(session, tier))
         return {"stored": [e.key for _, e in valid], "errors": errors}

@@ -32,7 +32,8 @@ class Journal:
     def __init__(self, path: Path, gen: int) -> None:
         self.path = path
         self.gen = gen
-        self.offset = 0
+        self.offset = 0  # how far this process has read
+        self._written = 0  # where this process's last append ended
         self._fd: int | None = None
 
     @classmethod
@@ -63,28 +64,33 @@ class Journal:
         self.offset += end
 
     def append(self, op: Op) -> None:
-        """Durably append one operation; the caller holds the lock and has read to the end."""
+        """Durably append one operation. The caller holds the lock and has read to the end; the
+        line is not applied here: the next `read_new` returns it like any other."""
         fd = self._open()
-        if os.fstat(fd).st_size != self.offset:
-            self._cut_torn_tail(fd)
+        end = max(self.offset, self._written)
+        if os.fstat(fd).st_size != end:
+            self._cut_torn_tail(fd, end)
         line = orjson.dumps(op) + b"\n"
         try:
-            if os.pwrite(fd, line, self.offset) != len(line):
+            if os.pwrite(fd, line, end) != len(line):
                 raise OSError(errno.ENOSPC, f"short write to {self.path.name}")
             os.fdatasync(fd)
         except BaseException:
-            _truncate_quietly(fd, self.offset)  # not acknowledged: leave no trace of it
+            _truncate_quietly(fd, end)  # not acknowledged: leave no trace of it
             raise
-        self.offset += len(line)
+        self._written = end + len(line)
 
-    def _cut_torn_tail(self, fd: int) -> None:
+    def _cut_torn_tail(self, fd: int, end: int) -> None:
         """Drop bytes past the last complete line: a writer died while writing them."""
-        size = os.fstat(fd).st_size
-        tail = os.pread(fd, size - self.offset, self.offset)
+        tail = os.pread(fd, os.fstat(fd).st_size - end, end)
         if b"\n" in tail:  # complete lines we have not read: the caller broke the protocol
             raise RuntimeError("journal append before reading to the end")
         log.warning("cutting %d torn bytes from %s", len(tail), self.path.name)
-        os.ftruncate(fd, self.offset)
+        os.ftruncate(fd, end)
+
+    def pending(self) -> int:
+        """Bytes in the file (read or not): what a checkpoint would fold in."""
+        return max(self.offset, self._written)
 
     def size(self) -> int:
         return os.fstat(self._open()).st_size

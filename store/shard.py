@@ -106,10 +106,14 @@ class Shard:
     # -- writing ----------------------------------------------------------------------------
 
     def append(self, op: Op) -> None:
-        """Durably log `op`, then apply it. The caller holds the lock and has refreshed."""
-        if self.folder is not None:
+        """Durably log `op`. The caller holds the lock and has refreshed. The in-memory state
+        picks the line up at the next refresh, like any other process's write, so a one-shot
+        command that exits after writing never pays for applying it."""
+        if self.folder is None:
+            self._apply(op)
+        else:
             self._active_journal().append(op)
-        self._apply(op)
+            self.version += 1
 
     def _active_journal(self) -> Journal:
         if self.journals:
@@ -191,7 +195,7 @@ class Shard:
 
     def pending_bytes(self) -> int:
         """Size of the journals not yet checkpointed."""
-        return sum(j.offset for j in self.journals)
+        return sum(j.pending() for j in self.journals)
 
     def close(self) -> None:
         self._reset(None)
