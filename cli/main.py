@@ -6,8 +6,6 @@ and TAB completion stay fast.
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -85,7 +83,6 @@ app.command("serve-stdio")(admin.serve_stdio)
 
 def run() -> None:
     """Console entry point."""
-    logging.basicConfig(level=os.environ.get("MEM_LOG", "warning").upper(), format="mem: %(levelname)s: %(message)s")
     try:
         app()
     except KeyboardInterrupt:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from functools import lru_cache
+from functools import cache
 from itertools import chain
 from pathlib import Path
 
@@ -45,7 +45,7 @@ class StaticEmbedder:
         self.skip_ids = np.asarray(config["skip_token_ids"], dtype=np.int64)
 
     @classmethod
-    def load(cls, model_dir: Path | str = DEFAULT_DIR) -> "StaticEmbedder":
+    def load(cls, model_dir: Path | str = DEFAULT_DIR) -> StaticEmbedder:
         """Load the runtime files from ``model_dir``."""
         model_dir = Path(model_dir)
         return cls(
@@ -75,10 +75,10 @@ class StaticEmbedder:
         starts = ends - counts
 
         out = np.zeros((n, self.table.shape[1]), dtype=np.float32)
-        # Pool a few thousand tokens at a time: small temporaries are several
-        # times faster than dequantising every token of a big batch at once.
+        # Pool about CHUNK_TOKENS tokens at a time (whole texts): small temporaries
+        # are several times faster than dequantising a big batch in one go.
         bounds = np.unique(np.r_[0, np.searchsorted(ends, np.arange(0, flat.size, CHUNK_TOKENS), "right"), n])
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             texts_here = a + np.flatnonzero(counts[a:b])
             if texts_here.size == 0:
                 continue
@@ -92,7 +92,7 @@ class StaticEmbedder:
         return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _default_embedder() -> StaticEmbedder:
     return StaticEmbedder.load(DEFAULT_DIR)
 

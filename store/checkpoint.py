@@ -14,7 +14,6 @@ neither a request nor a command waits for an index build.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -29,8 +28,6 @@ from .locking import FileLock
 from .paths import fsync_dir
 from .segment import write_segment
 from .shard import SEG, WAL, Shard, listing
-
-log = logging.getLogger("mem.checkpoint")
 
 MIN_JOURNAL_BYTES = int(os.environ.get("MEM_CHECKPOINT_BYTES", 4 << 20))
 JOURNAL_SHARE = 0.25  # checkpoint when the journals reach this share of the checkpoint's size

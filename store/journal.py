@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +18,8 @@ from typing import Any
 
 import orjson
 
+from .log import logger
 from .paths import FILE_MODE, fsync_dir
-
-log = logging.getLogger("mem.journal")
 
 Op = dict[str, Any]
 
@@ -85,7 +83,7 @@ class Journal:
         tail = os.pread(fd, os.fstat(fd).st_size - end, end)
         if b"\n" in tail:  # complete lines we have not read: the caller broke the protocol
             raise RuntimeError("journal append before reading to the end")
-        log.warning("cutting %d torn bytes from %s", len(tail), self.path.name)
+        logger("journal").warning("cutting %d torn bytes from %s", len(tail), self.path.name)
         os.ftruncate(fd, end)
 
     def pending(self) -> int:
@@ -110,6 +108,6 @@ def _parse(line: bytes) -> Op | None:
     try:
         op = orjson.loads(line)
     except orjson.JSONDecodeError:
-        log.warning("skipping an unreadable journal line (%d bytes)", len(line))
+        logger("journal").warning("skipping an unreadable journal line (%d bytes)", len(line))
         return None
     return op if isinstance(op, dict) else None

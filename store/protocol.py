@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import logging
 import time
 from typing import Any
 
@@ -21,6 +20,7 @@ import orjson
 from pydantic import ValidationError
 
 from .errors import InvalidInput, MemError, Unauthorized
+from .log import logger
 from .models import (
     REQUESTS,
     ForgetRequest,
@@ -32,8 +32,6 @@ from .models import (
     new_id,
 )
 from .service import MemoryService
-
-log = logging.getLogger("mem.protocol")
 
 VERSION = "1.0"
 
@@ -70,7 +68,7 @@ class Protocol:
         except MemError as exc:
             return error(req_id, exc.code, exc.message, exc.detail, exc.retryable)
         except Exception as exc:  # a bug must cost one error reply, never the connection
-            log.exception("request %s failed", req_id)
+            logger("protocol").exception("request %s failed", req_id)
             return error(req_id, "runtime_error", f"internal error: {type(exc).__name__}: {exc}")
 
     def _dispatch(self, data: dict[str, Any], req_id: str) -> dict[str, Any]:

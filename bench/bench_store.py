@@ -1,0 +1,189 @@
+"""Store and retrieve costs at growing sizes, through `serve-stdio` and the CLI, against targets.
+
+    python bench/bench_store.py                      # 1k and 10k
+    python bench/bench_store.py --sizes 1000 10000 100000
+
+For each size: bulk-load N entries with `mem store -` (and time the embedder alone on the same
+texts), checkpoint with `mem gc`, then measure through a `mem serve-stdio` process (durable
+store of one entry, retrieve by query with limit 10, retrieve by key, resident memory), whole
+`mem` processes (store one entry, retrieve by query), and the recall@10 of the Annoy index plus
+the exact delta against exact search over the same vectors. Times are medians unless marked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import StdioClient, entries, env_for, median, mem_cmd, percentile, queries, time_process  # noqa: E402
+
+TARGETS = {  # (metric, size) -> target, in the unit the metric prints
+    ("stdio store ms", 1000): "<= 5",
+    ("stdio store ms", 10000): "<= 5",
+    ("stdio store ms", 100000): "<= 10",
+    ("stdio query p50 ms", 1000): "<= 3",
+    ("stdio query p50 ms", 10000): "<= 5",
+    ("stdio query p50 ms", 100000): "<= 10",
+    ("stdio query p99 ms", 1000): "<= 10",
+    ("stdio query p99 ms", 10000): "<= 15",
+    ("stdio query p99 ms", 100000): "<= 30",
+    ("stdio by-key ms", 1000): "<= 1",
+    ("stdio by-key ms", 10000): "<= 1",
+    ("stdio by-key ms", 100000): "<= 1",
+    ("cli store ms", 1000): "<= 250",
+    ("cli store ms", 10000): "<= 250",
+    ("cli store ms", 100000): "<= 400",
+    ("cli query ms", 1000): "<= 300",
+    ("cli query ms", 10000): "<= 300",
+    ("cli query ms", 100000): "<= 600",
+    ("bulk / embed ratio", 100000): "<= 2.0",
+    ("recall@10 index+delta", 10000): ">= 0.98",
+    ("recall@10 index+delta", 100000): ">= 0.98",
+    ("stdio RSS MiB", 100000): "<= 400",
+}
+NS = "bench"
+
+
+def bulk_load(home: Path, n: int) -> dict[str, float]:
+    data = entries(n)
+    body = b"\n".join(orjson.dumps(e) for e in data) + b"\n"
+    env = env_for(home, MEM_CHECKPOINTS="off")
+    start = time.perf_counter()
+    import subprocess
+
+    subprocess.run(mem_cmd("store", "-", "--namespace", NS), input=body, env=env, stdout=subprocess.DEVNULL, check=True)
+    bulk = time.perf_counter() - start
+    from store.embed import get_embedder
+
+    embedder = get_embedder(env.get("MEM_EMBEDDER") or "static")
+    texts = [f"{e['content']} {e['key']['id']} {' '.join(e['tags'])}" for e in data]
+    start = time.perf_counter()
+    embedder.embed(texts)
+    embed = time.perf_counter() - start
+    start = time.perf_counter()
+    subprocess.run(mem_cmd("gc"), env=env, stdout=subprocess.DEVNULL, check=True)
+    checkpoint = time.perf_counter() - start
+    return {
+        "bulk load s": bulk,
+        "embedder alone s": embed,
+        "bulk / embed ratio": bulk / embed,
+        "checkpoint s": checkpoint,
+    }
+
+
+def stdio_figures(home: Path, n: int, rounds: int) -> dict[str, float]:
+    client = StdioClient(home)
+    client.call("handshake/req", agent_id="bench", agent_caps=["streaming", "artifacts"], auth_token="")
+    mid = client.call("memory/init/req", namespace=NS, scope={"agent": "bench"})["memory_id"]
+    stores = [
+        client.timed(
+            "memory/store/req",
+            memory_id=mid,
+            entries=[{"key": {"id": f"s{i}"}, "content": f"new note {i}", "tier": "semantic"}],
+        )[0]
+        for i in range(rounds)
+    ]
+    qs = queries(rounds)
+    by_query = [client.timed("memory/retrieve/req", memory_id=mid, query=q, limit=10)[0] for q in qs]
+    rng = random.Random(3)
+    by_key = [
+        client.timed("memory/retrieve/req", memory_id=mid, keys=[{"id": f"e{rng.randrange(n)}"}])[0]
+        for _ in range(rounds)
+    ]
+    rss = client.rss_mib()
+    client.close()
+    ms = 1000
+    return {
+        "stdio store ms": median(stores) * ms,
+        "stdio store p99 ms": percentile(stores, 99) * ms,
+        "stdio query p50 ms": median(by_query) * ms,
+        "stdio query p99 ms": percentile(by_query, 99) * ms,
+        "stdio by-key ms": median(by_key) * ms,
+        "stdio RSS MiB": rss,
+    }
+
+
+def cli_figures(home: Path, runs: int) -> dict[str, float]:
+    env = env_for(home, MEM_CHECKPOINTS="off")
+    store = [
+        t
+        for i, t in enumerate(
+            time_process(
+                mem_cmd("store", "--namespace", NS, "--tier", "semantic", "--key", "id=cli", "one more note"), env, runs
+            )
+        )
+    ]
+    query = time_process(
+        mem_cmd("retrieve", "--namespace", NS, "--query", "who booked the flight to Lisbon?"), env, runs
+    )
+    return {"cli store ms": median(store) * 1000, "cli query ms": median(query) * 1000}
+
+
+def recall_figure(home: Path, n_queries: int = 100) -> dict[str, float]:
+    """Vector-only top-10 through the index plus the delta, against exact search over the same rows."""
+    from store import clock
+    from store.search import Filters, search
+    from store.service import MemoryService
+
+    svc = MemoryService(home)
+    shard = svc.engine.shard(NS, "semantic", schema="entries")
+    now = clock.now()
+    seg_rows = np.flatnonzero(shard.seg_alive(now))
+    mem_slots = np.flatnonzero(shard.mem_alive(now))
+    vectors = np.concatenate([np.asarray(shard.seg.vectors[seg_rows], np.float32), shard.mem.vectors[mem_slots]])
+    ids = [("seg", int(r)) for r in seg_rows] + [("mem", int(s)) for s in mem_slots]
+    recalls = []
+    for qvec in svc.engine.embed(queries(n_queries, seed=5)):
+        exact = {ids[i] for i in np.argsort(-(vectors @ qvec))[:10]}
+        found = []
+        for part in search(shard, now, Filters(), qvec, "", k=10):
+            found += [(part.part, int(r), float(v)) for r, v in zip(part.rows, part.vector, strict=True)]
+        top = {(p, r) for p, r, _ in sorted(found, key=lambda x: -x[2])[:10]}
+        recalls.append(len(top & exact) / 10)
+    return {"recall@10 index+delta": float(np.mean(recalls)), "delta entries": float(len(mem_slots))}
+
+
+def help_figure(runs: int) -> dict[str, float]:
+    return {"mem --help ms": median(time_process(mem_cmd("--help"), env_for(Path(tempfile.gettempdir())), runs)) * 1000}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--rounds", type=int, default=200, help="requests per stdio figure")
+    parser.add_argument("--runs", type=int, default=10, help="whole-process runs per CLI figure")
+    parser.add_argument("--keep", type=Path, help="build stores here and keep them")
+    args = parser.parse_args()
+    base = args.keep or Path(tempfile.mkdtemp(prefix="mem-bench-"))
+    rows: list[tuple[str, int, float]] = []
+    for name, value in help_figure(args.runs).items():
+        rows.append((name, 0, value))
+    for n in args.sizes:
+        home = base / f"store-{n}"
+        shutil.rmtree(home, ignore_errors=True)
+        figures = bulk_load(home, n)
+        figures |= stdio_figures(home, n, args.rounds)
+        figures |= cli_figures(home, args.runs)
+        figures |= recall_figure(home)
+        rows += [(name, n, value) for name, value in figures.items()]
+        print(f"# {n} entries done", file=sys.stderr, flush=True)
+    print(f"{'figure':28} {'entries':>8} {'measured':>10}  target")
+    for name, n, value in rows:
+        target = TARGETS.get((name, n), "")
+        print(f"{name:28} {n or '':>8} {value:10.3f}  {target}")
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
