@@ -61,12 +61,15 @@ def bulk_load(home: Path, n: int) -> dict[str, float]:
     start = time.perf_counter()
     import subprocess
 
-    subprocess.run(mem_cmd("store", "-", "--namespace", NS), input=body, env=env, stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        mem_cmd("--quiet", "store", "-", "--namespace", NS), input=body, env=env, stdout=subprocess.DEVNULL, check=True
+    )
     bulk = time.perf_counter() - start
     from store.embed import get_embedder
+    from store.schemas import entry_text
 
     embedder = get_embedder(env.get("MEM_EMBEDDER") or "static")
-    texts = [f"{e['content']} {e['key']['id']} {' '.join(e['tags'])}" for e in data]
+    texts = [entry_text(e) for e in data]
     start = time.perf_counter()
     embedder.embed(texts)
     embed = time.perf_counter() - start

@@ -54,11 +54,14 @@ def queries(n: int, seed: int = 99) -> list[str]:
 
 
 def mem_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.main", *args]
+    """The `mem` installed beside this Python (measure a regular `pip install .`: an editable
+    install routes every import through its finder, which costs ~100 ms a process)."""
+    script = Path(sys.executable).parent / "mem"
+    return [str(script), *args] if script.exists() else [sys.executable, "-m", "cli.main", *args]
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "MEM_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "MEM_HOME": str(home)}
     env.update(extra)
     return env
 
@@ -77,7 +80,7 @@ def time_process(cmd: list[str], env: dict[str, str], runs: int, stdin: bytes | 
     out = []
     for i in range(runs + 1):
         start = time.perf_counter()
-        subprocess.run(cmd, env=env, input=stdin, stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(cmd, env=env, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         if i:
             out.append(time.perf_counter() - start)
     return out

@@ -6,6 +6,7 @@ and TAB completion stay fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -82,11 +83,25 @@ app.command("serve-stdio")(admin.serve_stdio)
 
 
 def run() -> None:
-    """Console entry point."""
+    """Console entry point. Ends with `os._exit`, skipping the interpreter's teardown (~40 ms of
+    freeing numpy, pydantic and tokenizer state on every call): everything a command
+    acknowledged is fsync'd before it prints, and the output streams are flushed here."""
+    code: int | str | None = 0
     try:
         app()
+    except SystemExit as exc:
+        code = exc.code
     except KeyboardInterrupt:
-        sys.exit(130)
+        code = 130
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `mem ... | head`: the reader left, which is not an error
+        pass
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from .errors import InvalidInput, MemError, Unauthorized
 from .log import logger
-from .models import (
+from .messages import (
     REQUESTS,
     ForgetRequest,
     HandshakeRequest,
@@ -29,8 +29,8 @@ from .models import (
     Message,
     RetrieveRequest,
     StoreRequest,
-    new_id,
 )
+from .models import new_id
 from .service import MemoryService
 
 VERSION = "1.0"
