@@ -6,10 +6,13 @@ filters leave few rows or a threshold needs every score; otherwise the candidate
 neighbours plus the BM25 leaders, over-fetched so that rows removed by the filters (tombstones,
 expiry, tags) do not starve the result. Every candidate then gets both scores exactly:
 
-    relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical
+    relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical ** 2
 
 where `lexical` is BM25 divided by the query's total IDF (1.0 when every query word occurs once in
-an average-length entry), capped at 1. Both parts of a shard share IDF statistics (checkpoint
+an average-length entry), capped at 1. Squaring keeps a strong lexical match (most of the query's
+rare words) decisive while a weak partial one (a name, a common word) barely moves the ranking:
+on paraphrased questions, partial word overlaps point at the wrong memory more often than not
+(bench/bench_quality.py measures the choice). Both parts of a shard share IDF statistics (checkpoint
 plus delta), kept incrementally.
 """
 
@@ -22,7 +25,7 @@ import numpy as np
 from .lexical import idf, normaliser, terms
 from .shard import Shard
 
-VECTOR_WEIGHT = 0.6
+VECTOR_WEIGHT = 0.7
 EXACT_MAX = 4096  # below this many candidate rows, exact scoring beats the index
 FETCH_FACTOR = 4  # over-fetch from the index and postings, for rows the filters will drop
 MIN_FETCH = 64
@@ -57,7 +60,7 @@ class Candidates:
 
 
 def fuse(vector: np.ndarray, lexical: np.ndarray) -> np.ndarray:
-    return np.clip(VECTOR_WEIGHT * np.maximum(vector, 0) + (1 - VECTOR_WEIGHT) * lexical, 0.0, 1.0)
+    return np.clip(VECTOR_WEIGHT * np.maximum(vector, 0) + (1 - VECTOR_WEIGHT) * np.square(lexical), 0.0, 1.0)
 
 
 def search(
