@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from . import clock
 from .config import Config, Limits
-from .embed import encode_vector
+from .embed import encode_vectors
 from .engine import SYSTEM, Engine
 from .errors import InvalidInput, MemoryFull, NotFound, Unauthorized
 from .models import MAX_NAME, TIERS, MemoryEntry, new_id
@@ -141,31 +141,29 @@ class A2E:
         """Store the valid entries in one go; report each invalid one in `errors` by index."""
         limits = self.config.for_namespace(session.namespace)
         valid, errors = self._validate(entries, limits)
-        if any(e.tier == "semantic" for _, e in valid):
+        if any(e.tier == "semantic" for _, e, _ in valid):
             self._check_semantic_writer(session, limits)
         if not valid:
             return {"stored": [], "errors": errors}
-        texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e in valid]
-        vectors = self.engine.embed(texts)
-        by_tier: dict[str, list[tuple[MemoryEntry, np.ndarray]]] = {}
-        for (_, entry), vec in zip(valid, vectors, strict=True):
-            by_tier.setdefault(entry.tier, []).append((entry, vec))
+        texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e, _ in valid]
+        encoded = encode_vectors(self.engine.embed(texts))
+        by_tier: dict[str, list[tuple[MemoryEntry, str, str]]] = {}
+        for (_, entry, rid), vec in zip(valid, encoded, strict=True):
+            by_tier.setdefault(entry.tier, []).append((entry, rid, vec))
         with self.engine.lock(session.namespace):
             now = clock.now()
-            ops = {
-                tier: self._put_op(self._shard(session, tier), items, now, keep_timestamps)
-                for tier, items in by_tier.items()
-            }
-            self._check_capacity(session, ops, limits, now)
-            for tier, op in ops.items():
-                shard = self._shard(session, tier)
-                for start in range(0, len(op["recs"]), JOURNAL_BATCH):  # bounded journal lines
-                    shard.append({"op": "put", "recs": op["recs"][start : start + JOURNAL_BATCH]})
-        for tier in ops:
-            self.engine.after_write(self._shard(session, tier))
-        return {"stored": [e.key for _, e in valid], "errors": errors}
+            shards = {tier: self._shard(session, tier) for tier in by_tier}
+            puts = {tier: self._put_recs(shards[tier], items, now, keep_timestamps) for tier, items in by_tier.items()}
+            self._check_capacity(session, puts.values(), limits, now)
+            for tier, (recs, _, _) in puts.items():
+                for start in range(0, len(recs), JOURNAL_BATCH):  # bounded journal lines, even in bulk
+                    shards[tier].append({"op": "put", "recs": recs[start : start + JOURNAL_BATCH]})
+        for shard in shards.values():
+            self.engine.after_write(shard)
+        return {"stored": [e.key for _, e, _ in valid], "errors": errors}
 
-    def _validate(self, entries: list[Any], limits: Limits) -> tuple[list[tuple[int, MemoryEntry]], list[str]]:
+    def _validate(self, entries: list[Any], limits: Limits) -> tuple[list[tuple[int, MemoryEntry, str]], list[str]]:
+        """(index, entry, record id) of the valid entries, and an error line for each other one."""
         valid, errors = [], []
         for i, raw in enumerate(entries):
             try:
@@ -180,31 +178,30 @@ class A2E:
             valid.append((i, entry))
         return _last_write_wins(valid), errors
 
-    def _put_op(self, shard: Shard, items: list[tuple[MemoryEntry, np.ndarray]], now: float, keep: bool) -> dict:
-        recs = []
-        for entry, vec in items:
-            rid = canonical_key(entry.key)
+    def _put_recs(
+        self, shard: Shard, items: list[tuple[MemoryEntry, str, str]], now: float, keep: bool
+    ) -> tuple[list[dict], int, int]:
+        """Journal records for `items`, and how many entries and bytes they add to the shard."""
+        recs, added, grown = [], 0, 0
+        for entry, rid, vec in items:
             old = shard.get(rid, now)
             created = entry.created_at if keep and entry.created_at else (old["created_at"] if old else now)
             updated = entry.updated_at if keep and entry.updated_at else now
             doc = {
-                "id": rid,
-                **entry.model_dump(include=set(ENTRY_FIELDS)),
-                "created_at": created,
-                "updated_at": updated,
-            }
-            doc["expires_at"] = updated + entry.ttl if entry.ttl else None
-            recs.append({"id": rid, "doc": doc, "vec": encode_vector(vec)})
-        return {"op": "put", "recs": recs}
+                "id": rid, "key": entry.key, "content": entry.content, "tier": entry.tier, "tags": entry.tags,
+                "source": entry.source, "score": entry.score, "ttl": entry.ttl, "created_at": created,
+                "updated_at": updated, "expires_at": updated + entry.ttl if entry.ttl else None,
+            }  # fmt: skip
+            size = len(orjson.dumps(doc))
+            added += old is None
+            grown += size - (len(orjson.dumps(old)) if old else 0)
+            recs.append({"id": rid, "doc": doc, "vec": vec, "size": size})
+        return recs, added, grown
 
-    def _check_capacity(self, session: Session, ops: dict[str, dict], limits: Limits, now: float) -> None:
+    def _check_capacity(self, session: Session, puts: Any, limits: Limits, now: float) -> None:
         count, size = self.usage(session.namespace, now)
-        for tier, op in ops.items():
-            shard = self._shard(session, tier)
-            for rec in op["recs"]:
-                old = shard.get(rec["id"], now)
-                count += 0 if old else 1
-                size += len(orjson.dumps(rec["doc"])) - (len(orjson.dumps(old)) if old else 0)
+        for _, added, grown in puts:
+            count, size = count + added, size + grown
         if count > limits.max_entries or size > limits.max_bytes:
             raise MemoryFull(
                 f"namespace {session.namespace!r} is full: storing these would make {count} entries / {size} bytes "
@@ -302,11 +299,12 @@ def check_name(value: Any, what: str) -> None:
         raise InvalidInput(f"{what} must be 1 to {MAX_NAME} characters without NUL", {"field": what})
 
 
-def _last_write_wins(valid: list[tuple[int, MemoryEntry]]) -> list[tuple[int, MemoryEntry]]:
+def _last_write_wins(valid: list[tuple[int, MemoryEntry]]) -> list[tuple[int, MemoryEntry, str]]:
     """Within one batch, a key stored twice in a tier keeps its last value."""
-    latest: dict[tuple[str, str], tuple[int, MemoryEntry]] = {}
+    latest: dict[tuple[str, str], tuple[int, MemoryEntry, str]] = {}
     for i, entry in valid:
-        latest[(entry.tier, canonical_key(entry.key))] = (i, entry)
+        rid = canonical_key(entry.key)
+        latest[(entry.tier, rid)] = (i, entry, rid)
     return sorted(latest.values(), key=lambda item: item[0])
 
 

@@ -176,11 +176,12 @@ def get_embedder(name: str) -> Embedder:
     raise ValueError(f"unknown embedder {name!r} (choose static, minilm or hash)")
 
 
-def encode_vector(vec: np.ndarray) -> str:
-    """A vector as base64 float16, the form it takes in the journal."""
+def encode_vectors(vectors: np.ndarray) -> list[str]:
+    """Each row as base64 float16, the form vectors take in the journal."""
     import base64
 
-    return base64.b64encode(vec.astype("<f2").tobytes()).decode("ascii")
+    halves = vectors.astype("<f2")
+    return [base64.b64encode(row.tobytes()).decode("ascii") for row in halves]
 
 
 def decode_vector(text: str) -> np.ndarray:
