@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from . import admin, memory, session
+from . import admin, docs, episodic, kg, kv, memory, persistent, session
 from .context import state
 
 
@@ -77,6 +77,15 @@ app.command()(memory.store)
 app.command()(memory.retrieve)
 app.command()(memory.forget)
 app.add_typer(session.app, name="session")
+app.command("set")(kv.set_value)
+app.command("get")(kv.get_value)
+app.command("keys")(kv.keys)
+app.add_typer(docs.json_app, name="json")
+app.add_typer(docs.todo_app, name="todo")
+app.add_typer(docs.markdown_app, name="markdown")
+app.add_typer(episodic.app, name="episodic")
+app.add_typer(persistent.app, name="persistent")
+app.add_typer(kg.app, name="kg")
 app.command()(admin.gc)
 app.command()(admin.demo)
 app.command("serve-stdio")(admin.serve_stdio)

@@ -14,6 +14,8 @@ SessionId = Annotated[
     str | None,
     typer.Option("--session", "-s", envvar="MEM_SESSION", help="Session from `mem init` (overrides namespace/agent)."),
 ]
+Filters = Annotated[str | None, typer.Option("--filter", help='Filter as JSON, e.g. \'{"status": "pending"}\'.')]
+Metadata = Annotated[str | None, typer.Option("--metadata", "-m", help="Metadata as a JSON object.")]
 Format = Annotated[
     str | None,
     typer.Option("--format", "-f", help="table, json or ndjson (default: table on a terminal, else ndjson)."),
@@ -21,6 +23,11 @@ Format = Annotated[
 Fields = Annotated[str | None, typer.Option("--fields", help="Comma-separated fields to show.")]
 Limit = Annotated[int, typer.Option("--limit", "-l", min=0, max=1000, help="At most this many results.")]
 Offset = Annotated[int, typer.Option("--offset", min=0, help="Skip this many results first.")]
+ListLimit = Annotated[int, typer.Option("--limit", "-l", min=0, max=1000, help="At most this many results.")]
+
+
+def optional_object(text: str | None, what: str) -> dict[str, Any] | None:
+    return None if text is None else parse_json_object(text, what)
 
 
 def fields_list(fields: str | None) -> list[str] | None:

@@ -60,6 +60,18 @@ def emit_one(record: dict[str, Any], fmt: str | None = None, fields: Sequence[st
         _write(_dumps(row))
 
 
+def show(
+    result: Any, fmt: str | None = None, fields: Sequence[str] | None = None, columns: Sequence[str] | None = None
+) -> None:
+    """Print a list of records, a single record, or a plain value."""
+    if isinstance(result, list) and all(isinstance(r, dict) for r in result):
+        emit(result, fmt, fields, columns)
+    elif isinstance(result, dict):
+        emit_one(result, fmt, fields)
+    else:
+        _write(_dumps(result) if resolve_format(fmt) != "table" or not isinstance(result, str) else result)
+
+
 def _keys(rows: Sequence[dict[str, Any]]) -> list[str]:
     keys: dict[str, None] = {}
     for row in rows:
@@ -104,15 +116,24 @@ def cell(column: str, value: Any, row: dict[str, Any] | None = None) -> str:
     """A value as a table shows it."""
     if value is None:
         return ""
-    if column in TIME_FIELDS and isinstance(value, (int, float)):
-        return relative_time(value)
-    if column == "value" and row and row.get("field") in TIME_FIELDS and isinstance(value, (int, float)):
-        return relative_time(value)
+    if column in TIME_FIELDS or (column == "value" and row and row.get("field") in TIME_FIELDS):
+        ts = _timestamp(value)
+        if ts is not None:
+            return relative_time(ts)
     if isinstance(value, float):
         return f"{value:.3f}"
     text = value if isinstance(value, str) else _dumps(value)
     text = " ".join(text.split())
     return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
+
+
+def _timestamp(value: Any) -> float | None:
+    """Unix seconds of a time value: a number, or an ISO 8601 string."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    from store.filters import parse_time
+
+    return parse_time(value)
 
 
 def relative_time(ts: float, now: float | None = None) -> str:

@@ -251,6 +251,33 @@ class A2E:
             parts += search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
         return _rank(parts, limit, min_score)
 
+    def search_namespace(
+        self,
+        namespace: str,
+        query: str,
+        tier: str = "",
+        agent: str | None = None,
+        tags: Sequence[str] = (),
+        limit: int = 10,
+        min_score: float = 0.0,
+    ) -> list[dict[str, Any]]:
+        """Search a namespace's persisted tiers as a whole (a persistent memory's `vectordb`
+        source): semantic, and episodic of every agent (or of `agent`)."""
+        if tier not in ("", "semantic", "episodic"):
+            raise InvalidInput("tier must be semantic, episodic or empty")
+        shards = [self.engine.shard(namespace, "semantic", schema="entries")] if tier != "episodic" else []
+        if tier != "semantic":
+            folder = self.engine.namespace_dir(namespace)
+            for descriptor, path in self._entry_folders(folder):
+                if descriptor.get("kind") == "episodic" and agent in (None, *descriptor.get("scope", [])):
+                    shards.append(self.engine.open_folder(path))
+        now, filters = clock.now(), Filters(tuple(tags))
+        qvec = self.engine.embed([query])[0] if query else None
+        parts = [
+            p for shard in shards for p in search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
+        ]
+        return _rank(parts, limit, min_score)["entries"]
+
     # -- forget -----------------------------------------------------------------------------
 
     def forget(

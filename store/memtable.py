@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .lexical import DeltaLexicon
-from .segment import expiry
+from .segment import expiry, number
 
 
 class Memtable:
@@ -45,8 +45,8 @@ class Memtable:
         self.docs[slot] = doc
         self.sizes[slot] = size
         self.expires[slot] = expiry(doc)
-        self.updated[slot] = doc.get("updated_at", 0.0)
-        self.scores[slot] = doc.get("score", 1.0)
+        self.updated[slot] = number(doc.get("updated_at"), 0.0)
+        self.scores[slot] = number(doc.get("score"), 1.0)
         if vec is not None and self.dim:
             self.vectors[slot] = vec
         for tag in doc.get("tags") or ():

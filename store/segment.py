@@ -31,6 +31,11 @@ def id_hash(rid: str) -> int:
     return int.from_bytes(hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
 
 
+def number(value: Any, default: float) -> float:
+    """A numeric column value: numbers as they are, anything else (an ISO string) the default."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
 def expiry(doc: dict[str, Any]) -> float:
     value = doc.get("expires_at")
     return math.inf if value is None else float(value)
@@ -47,8 +52,8 @@ def write_segment(
         "hashes": hashes,
         "hash_order": np.argsort(hashes, kind="stable").astype(np.int32),
         "expires": np.array([expiry(d) for d in docs], dtype=np.float64),
-        "updated": np.array([d.get("updated_at", 0.0) for d in docs], dtype=np.float64),
-        "scores": np.array([d.get("score", 1.0) for d in docs], dtype=np.float32),
+        "updated": np.array([number(d.get("updated_at"), 0.0) for d in docs], dtype=np.float64),
+        "scores": np.array([number(d.get("score"), 1.0) for d in docs], dtype=np.float32),
     }
     for name, array in columns.items():
         np.save(folder / f"{name}.npy", array)

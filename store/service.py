@@ -1,7 +1,8 @@
 """`MemoryService`: every operation of the store, one method each.
 
 The CLI, `serve-stdio` and `serve-mcp` are front doors onto this class; none of them implements
-an operation itself.
+an operation itself. Codebolt tools and knowledge-graph operations take a `namespace` keyword
+(default "default"); A2E operations take a session or scope.
 """
 
 from __future__ import annotations
@@ -11,11 +12,19 @@ from typing import Any
 
 from .a2e import A2E, Session
 from .config import load_config
+from .documents import DocumentTools
 from .engine import Engine
+from .episodes import EpisodeTools
+from .graph import GraphTools
 from .paths import default_home
+from .persistent import PersistentTools
 
 
-class MemoryService:
+class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
+    """The A2E operations are defined here; each codebolt tool group and the knowledge graph
+    is a mixin defined in its own module (documents, episodes, persistent, graph), one method
+    per tool, named as the tool is."""
+
     def __init__(self, home: Path | str | None = None, embedder: str | None = None, checkpoints: str | None = None):
         self.home = Path(home) if home else default_home()
         self.engine = Engine(self.home, embedder, checkpoints)

@@ -1,0 +1,149 @@
+"""`mem json|todo|markdown save|update|delete|list`: the codebolt document memories.
+
+No `from __future__ import annotations` here: the json and todo groups are made by one factory
+whose option help texts are built at run time, so their annotations must be evaluated eagerly.
+"""
+
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .context import state
+from .errors import invalid_input
+from .options import Fields, Filters, Format, ListLimit, Metadata, Namespace, Offset, fields_list, optional_object
+from .options import parse_json_object as parse_object
+from .output import emit, show
+
+MemoryId = Annotated[str, typer.Argument(help="The memory ID printed by save or list.")]
+COLUMNS = {
+    "json": ["memoryId", "json", "metadata", "updated_at"],
+    "todo": ["memoryId", "todo", "metadata", "updated_at"],
+}
+
+
+def object_app(kind: str, noun: str) -> typer.Typer:
+    """The save/update/delete/list group for JSON objects (`json`) or todos (`todo`)."""
+    app = typer.Typer(help=f"{noun.capitalize()} memories (memory_{kind}_*).", no_args_is_help=True)
+    service = lambda: state.service  # noqa: E731 - opened on first use
+
+    @app.command("save")
+    def save(
+        body: Annotated[str, typer.Argument(help=f"The {noun} as a JSON object.")],
+        metadata: Metadata = None,
+        namespace: Namespace = "default",
+        fmt: Format = None,
+    ) -> None:
+        """Save and print the record with its new memoryId."""
+        method = getattr(service(), f"memory_{kind}_save")
+        show(method(parse_object(body, kind), optional_object(metadata, "--metadata"), namespace=namespace), fmt)
+
+    @app.command("update")
+    def update(
+        memory_id: MemoryId,
+        body: Annotated[str, typer.Argument(help="The new JSON object.")],
+        namespace: Namespace = "default",
+        fmt: Format = None,
+    ) -> None:
+        """Replace the object (keeps the memoryId); exit 3 if the ID is unknown."""
+        show(getattr(service(), f"memory_{kind}_update")(memory_id, parse_object(body, kind), namespace=namespace), fmt)
+
+    @app.command("delete")
+    def delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
+        """Delete it; exit 3 if the ID is unknown."""
+        result = getattr(service(), f"memory_{kind}_delete")(memory_id, namespace=namespace)
+        if not state.quiet:
+            show(result, fmt)
+
+    @app.command("list")
+    def list_(
+        filter_: Filters = None,
+        limit: ListLimit = 100,
+        offset: Offset = 0,
+        namespace: Namespace = "default",
+        fmt: Format = None,
+        fields: Fields = None,
+    ) -> None:
+        """List them, newest first, optionally filtered (see README: Filters)."""
+        method = getattr(service(), f"memory_{kind}_list")
+        records = method(optional_object(filter_, "--filter"), limit=limit, offset=offset, namespace=namespace)
+        emit(records, fmt, fields_list(fields), COLUMNS[kind])
+
+    return app
+
+
+json_app = object_app("json", "JSON")
+todo_app = object_app("todo", "todo")
+markdown_app = typer.Typer(help="Markdown memories (memory_markdown_*).", no_args_is_help=True)
+Source = Annotated[str | None, typer.Argument(help="A markdown file, or - for stdin.")]
+Text = Annotated[str | None, typer.Option("--text", "-t", help="The markdown itself.")]
+
+
+def read_markdown(source: str | None, text: str | None) -> str:
+    """Markdown from --text, a file, or stdin (`-`)."""
+    if (source is None) == (text is None):
+        invalid_input("give a FILE, - for stdin, or --text")
+    if text is not None:
+        return text
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        return Path(source).read_text(encoding="utf-8")  # type: ignore[arg-type]
+    except OSError as exc:
+        invalid_input(f"cannot read {source}: {exc.strerror}")
+
+
+@markdown_app.command("save")
+def markdown_save(
+    source: Source = None,
+    text: Text = None,
+    metadata: Metadata = None,
+    namespace: Namespace = "default",
+    fmt: Format = None,
+) -> None:
+    """Save markdown from FILE, stdin (-) or --text; prints the record with its memoryId."""
+    markdown = read_markdown(source, text)
+    show(
+        state.service.memory_markdown_save(markdown, optional_object(metadata, "--metadata"), namespace=namespace), fmt
+    )
+
+
+@markdown_app.command("update")
+def markdown_update(
+    memory_id: MemoryId,
+    source: Source = None,
+    text: Text = None,
+    metadata: Metadata = None,
+    namespace: Namespace = "default",
+    fmt: Format = None,
+) -> None:
+    """Replace the markdown (and the metadata, if given); exit 3 if the ID is unknown."""
+    markdown = read_markdown(source, text)
+    meta = optional_object(metadata, "--metadata")
+    show(state.service.memory_markdown_update(memory_id, markdown, meta, namespace=namespace), fmt)
+
+
+@markdown_app.command("delete")
+def markdown_delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
+    """Delete it; exit 3 if the ID is unknown."""
+    result = state.service.memory_markdown_delete(memory_id, namespace=namespace)
+    if not state.quiet:
+        show(result, fmt)
+
+
+@markdown_app.command("list")
+def markdown_list(
+    filter_: Filters = None,
+    limit: ListLimit = 100,
+    offset: Offset = 0,
+    namespace: Namespace = "default",
+    fmt: Format = None,
+    fields: Fields = None,
+) -> None:
+    """List markdown memories, newest first, optionally filtered."""
+    records = state.service.memory_markdown_list(
+        optional_object(filter_, "--filter"), limit=limit, offset=offset, namespace=namespace
+    )
+    emit(records, fmt, fields_list(fields), ["memoryId", "markdown", "metadata", "updated_at"])

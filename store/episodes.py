@@ -1,0 +1,207 @@
+"""Codebolt episodic memories: titled, append-only logs of events.
+
+- A memory has an ID, a title, an optional `swarmId`, and is active or archived. An archived
+  memory is read-only (appending is refused with a clear error) and hidden from
+  `episodic_memory_list` unless `include_archived` is set (or filtered on `archived`).
+- A swarm is the set of memories created with the same `swarmId`: a query by `swarmId` reads the
+  events of all of them (archived ones included: archiving stops writes, not reads).
+- Events carry `event_type`, `emitting_agent_id`, optional `team_id`, `tags` and a `payload`
+  (string or object), plus an `eventId`, the `memoryId` and a `timestamp` (ISO 8601, UTC) set by
+  the store. Each memory's events are one collection, so appending costs one journal line however
+  long the log is.
+- `query_events` filters combine with AND: `event_type`, `emitting_agent_id`, `team_id`, `tags`
+  (any of), `since` (ISO 8601, inclusive), `lastMinutes`; results are oldest first (newest last),
+  and `lastCount` keeps the newest N of them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from . import clock
+from .documents import new_memory_id, page, public
+from .errors import Conflict, InvalidInput
+from .filters import matches, parse_time, path_lookup
+from .records import Collection, Doc
+from .timefmt import iso
+
+EVENT_FIELDS = ("event_type", "emitting_agent_id", "team_id", "tags", "payload")
+
+
+class EpisodeTools:
+    """Mixed into `MemoryService`; `self.engine` is the store."""
+
+    engine: Any
+
+    def _episodes(self, namespace: str) -> Collection:
+        return Collection(self.engine, namespace, "episodes")
+
+    def _events(self, namespace: str, memory_id: str) -> Collection:
+        return Collection(self.engine, namespace, "events", memory_id)
+
+    def episodic_memory_create(self, title: str, swarm_id: str | None = None, namespace: str = "default") -> Doc:
+        """Create an episodic memory (a container of events) titled `title`."""
+        now = iso(clock.now())
+        doc = {
+            "id": new_memory_id("ep"),
+            "title": _title(title),
+            "swarmId": swarm_id or None,
+            "archived": False,
+            "created_at": now,
+            "updated_at": now,
+        }
+        self._episodes(namespace).put(doc)
+        return {**public(doc), "eventCount": 0}
+
+    def episodic_memory_list(
+        self,
+        filters: dict | None = None,
+        include_archived: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        namespace: str = "default",
+    ) -> list[Doc]:
+        """Episodic memories with their event counts, newest first."""
+        shown = []
+        for doc in self._episodes(namespace).all():
+            if doc["archived"] and not (include_archived or "archived" in (filters or {})):
+                continue
+            if matches(path_lookup(public(doc)), filters):
+                shown.append(doc)
+        shown.sort(key=lambda d: d["created_at"], reverse=True)
+        return [self._with_count(d, namespace) for d in page(shown, limit, offset)]
+
+    def episodic_memory_get(self, memory_id: str, namespace: str = "default") -> Doc:
+        return self._with_count(self._episodes(namespace).require(memory_id, "episodic memory"), namespace)
+
+    def episodic_memory_append_event(self, memory_id: str, event: Any, namespace: str = "default") -> Doc:
+        """Append `event` to memory `memory_id`; refused if the memory is archived."""
+        memory = self._episodes(namespace).require(memory_id, "episodic memory")
+        if memory["archived"]:
+            raise Conflict(f"episodic memory {memory_id!r} is archived: it is read-only")
+        doc = {"id": _event_id(), "memoryId": memory_id, **_event(event), "timestamp": iso(clock.now())}
+        self._events(namespace, memory_id).put(doc)
+        return public_event(doc)
+
+    def episodic_memory_query_events(
+        self,
+        memory_id: str | None = None,
+        swarm_id: str | None = None,
+        last_minutes: float | None = None,
+        last_count: int | None = None,
+        tags: list[str] | None = None,
+        event_type: str | None = None,
+        emitting_agent_id: str | None = None,
+        team_id: str | None = None,
+        since: str | None = None,
+        namespace: str = "default",
+    ) -> list[Doc]:
+        """Events of one memory (or of every memory of a swarm) passing every filter, newest last."""
+        cutoff = _cutoff(last_minutes, since)
+        found = []
+        for mid in self._memory_ids(memory_id, swarm_id, namespace):
+            for event in self._events(namespace, mid).all():
+                if _keep(event, cutoff, tags, event_type, emitting_agent_id, team_id):
+                    found.append(event)
+        found.sort(key=lambda e: (e["timestamp"], e["id"]))
+        if last_count is not None:
+            if last_count < 0:
+                raise InvalidInput("lastCount must be >= 0")
+            found = found[len(found) - int(last_count) :] if last_count else []
+        return [public_event(e) for e in found]
+
+    def episodic_memory_get_event_types(
+        self, memory_id: str | None = None, swarm_id: str | None = None, namespace: str = "default"
+    ) -> list[str]:
+        """The distinct event types of a memory (or swarm), in order of first appearance."""
+        seen: dict[str, None] = {}
+        for mid in self._memory_ids(memory_id, swarm_id, namespace):
+            for event in self._events(namespace, mid).all():
+                seen.setdefault(event["event_type"])
+        return list(seen)
+
+    def episodic_memory_archive(self, memory_id: str, namespace: str = "default") -> Doc:
+        """Mark a memory archived (read-only, hidden from list)."""
+        now = iso(clock.now())
+        doc = self._episodes(namespace).update(
+            memory_id, "episodic memory", lambda old: {**old, "archived": True, "archived_at": now, "updated_at": now}
+        )
+        return self._with_count(doc, namespace)
+
+    def episodic_memory_update_title(self, memory_id: str, title: str, namespace: str = "default") -> Doc:
+        new_title = _title(title)
+        doc = self._episodes(namespace).update(
+            memory_id, "episodic memory", lambda old: {**old, "title": new_title, "updated_at": iso(clock.now())}
+        )
+        return self._with_count(doc, namespace)
+
+    def _memory_ids(self, memory_id: str | None, swarm_id: str | None, namespace: str) -> list[str]:
+        if memory_id:
+            return [self._episodes(namespace).require(memory_id, "episodic memory")["id"]]
+        if swarm_id:
+            return [d["id"] for d in self._episodes(namespace).all() if d.get("swarmId") == swarm_id]
+        raise InvalidInput("give memoryId or swarmId")
+
+    def _with_count(self, doc: Doc, namespace: str) -> Doc:
+        return {**public(doc), "eventCount": len(self._events(namespace, doc["id"]))}
+
+
+def public_event(doc: Doc) -> Doc:
+    out = {"eventId": doc["id"]}
+    out.update((k, v) for k, v in doc.items() if k != "id")
+    return out
+
+
+def _event_id() -> str:
+    """Sortable by time of creation, unique across processes."""
+    return f"ev_{time.time_ns():020d}_{uuid.uuid4().hex[:8]}"
+
+
+def _title(title: Any) -> str:
+    if not isinstance(title, str) or not title.strip():
+        raise InvalidInput("title must be a non-empty string")
+    return title
+
+
+def _event(event: Any) -> Doc:
+    """The validated fields of an event object (see the module docstring)."""
+    if not isinstance(event, dict):
+        raise InvalidInput("event must be a JSON object")
+    for name in ("event_type", "emitting_agent_id"):
+        if not isinstance(event.get(name), str) or not event[name]:
+            raise InvalidInput(f"event.{name} is required (a non-empty string)")
+    if "payload" not in event or not isinstance(event["payload"], (str, dict)):
+        raise InvalidInput("event.payload is required (a string or an object)")
+    tags = event.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InvalidInput("event.tags must be a list of strings")
+    team = event.get("team_id")
+    if team is not None and not isinstance(team, str):
+        raise InvalidInput("event.team_id must be a string")
+    return {**{k: event.get(k) for k in EVENT_FIELDS}, "tags": tags}
+
+
+def _cutoff(last_minutes: float | None, since: str | None) -> float | None:
+    """The earliest timestamp the filters allow, as Unix seconds."""
+    bounds = []
+    if last_minutes is not None:
+        if not isinstance(last_minutes, (int, float)) or last_minutes < 0:
+            raise InvalidInput("lastMinutes must be a number >= 0")
+        bounds.append(clock.now() - 60 * last_minutes)
+    if since is not None:
+        start = parse_time(since)
+        if start is None:
+            raise InvalidInput(f"since must be an ISO 8601 timestamp, not {since!r}")
+        bounds.append(start)
+    return max(bounds) if bounds else None
+
+
+def _keep(event: Doc, cutoff: float | None, tags: list[str] | None, *equal: str | None) -> bool:
+    if cutoff is not None and (parse_time(event["timestamp"]) or 0) < cutoff - 1e-3:
+        return False
+    if tags and not set(tags) & set(event.get("tags") or ()):
+        return False
+    wanted = dict(zip(("event_type", "emitting_agent_id", "team_id"), equal, strict=True))
+    return all(value is None or event.get(name) == value for name, value in wanted.items())

@@ -1,0 +1,213 @@
+"""A knowledge graph compatible with the official MCP memory server's model.
+
+Entities (`name`, `entityType`, `observations`) and relations (`from`, `to`, `relationType`),
+per namespace. As in that server: creating an entity or relation that exists is a no-op,
+deleting an entity removes its relations, and `mem kg import` reads its JSONL file (one
+`{"type": "entity", ...}` or `{"type": "relation", ...}` object per line) so its users can move
+over. Beyond it: relations must join entities that exist, and search ranks entities by the
+store's hybrid similarity (BM25 and vectors over name, type and observations), with every
+case-insensitive substring match (the MCP server's own search) ranked first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from . import clock
+from .documents import page
+from .errors import InvalidInput, NotFound
+from .records import Collection, Doc
+from .search import Filters, search
+
+SEARCH_LIMIT = 10
+SIMILARITY_FLOOR = 0.3  # below this cosine, an entity with no word in common is not a match
+
+
+def relation_id(rel: Doc) -> str:
+    return orjson.dumps([rel["from"], rel["relationType"], rel["to"]]).decode()
+
+
+class GraphTools:
+    """Mixed into `MemoryService`; `self.engine` is the store."""
+
+    engine: Any
+
+    def _entities(self, namespace: str) -> Collection:
+        return Collection(self.engine, namespace, "kg_entities", schema="entities")
+
+    def _relations(self, namespace: str) -> Collection:
+        return Collection(self.engine, namespace, "kg_relations")
+
+    def kg_create_entities(self, entities: list[Any], namespace: str = "default") -> list[Doc]:
+        """Create entities; those whose name exists already are left alone. Returns the new ones."""
+        store = self._entities(namespace)
+        with self.engine.lock(namespace):
+            fresh = {e["name"]: e for e in map(_entity, _list(entities, "entities")) if store.get(e["name"]) is None}
+            if fresh:
+                store.put(*({"id": name, **e} for name, e in fresh.items()))
+        return list(fresh.values())
+
+    def kg_create_relations(
+        self, relations: list[Any], namespace: str = "default", skip_dangling: bool = False
+    ) -> list[Doc]:
+        """Create relations between existing entities; existing relations are left alone. A
+        relation to an unknown entity is an error, or skipped with `skip_dangling`."""
+        entities, store = self._entities(namespace), self._relations(namespace)
+        with self.engine.lock(namespace):
+            fresh: dict[str, Doc] = {}
+            for rel in map(_relation, _list(relations, "relations")):
+                missing = [end for end in (rel["from"], rel["to"]) if entities.get(end) is None]
+                if missing and skip_dangling:
+                    continue
+                if missing:
+                    raise NotFound(f"no entity named {missing[0]!r}: create it first")
+                if store.get(relation_id(rel)) is None:
+                    fresh[relation_id(rel)] = rel
+            if fresh:
+                store.put(*({"id": rid, **rel} for rid, rel in fresh.items()))
+        return list(fresh.values())
+
+    def kg_add_observations(self, observations: list[Any], namespace: str = "default") -> list[Doc]:
+        """Add observations to entities; returns, per entity, the ones that were new."""
+        store = self._entities(namespace)
+        added = []
+        with self.engine.lock(namespace):
+            for item in _list(observations, "observations"):
+                name, contents = _field(item, "entityName"), _strings(item.get("contents"), "contents")
+                old = store.require(name, "entity")
+                new = [c for c in dict.fromkeys(contents) if c not in old["observations"]]
+                store.put({**old, "observations": old["observations"] + new})
+                added.append({"entityName": name, "addedObservations": new})
+        return added
+
+    def kg_delete_entities(self, entity_names: list[str], namespace: str = "default") -> dict[str, int]:
+        """Delete entities and every relation that touches them."""
+        names = set(_strings(entity_names, "entityNames"))
+        with self.engine.lock(namespace):
+            deleted = self._entities(namespace).delete_many(sorted(names))
+            relations = self._relations(namespace)
+            touching = [r["id"] for r in relations.all() if r["from"] in names or r["to"] in names]
+            removed = relations.delete_many(touching)
+        return {"deletedEntities": deleted, "deletedRelations": removed}
+
+    def kg_delete_observations(self, deletions: list[Any], namespace: str = "default") -> list[Doc]:
+        store = self._entities(namespace)
+        done = []
+        with self.engine.lock(namespace):
+            for item in _list(deletions, "deletions"):
+                name, gone = _field(item, "entityName"), set(_strings(item.get("observations"), "observations"))
+                old = store.require(name, "entity")
+                store.put({**old, "observations": [o for o in old["observations"] if o not in gone]})
+                done.append({"entityName": name, "deletedObservations": sorted(gone & set(old["observations"]))})
+        return done
+
+    def kg_delete_relations(self, relations: list[Any], namespace: str = "default") -> dict[str, int]:
+        ids = [relation_id(_relation(r)) for r in relations]
+        return {"deletedRelations": self._relations(namespace).delete_many(ids)}
+
+    def kg_read_graph(self, limit: int | None = None, offset: int = 0, namespace: str = "default") -> Doc:
+        """Entities (a page of them) and the relations among them."""
+        entities = page(sorted(self._entities(namespace).all(), key=lambda e: e["name"]), limit, offset)
+        return self._subgraph(entities, namespace, both_ends=True)
+
+    def kg_open_nodes(self, names: list[str], namespace: str = "default") -> Doc:
+        """The named entities (unknown names are skipped) and the relations among them."""
+        store = self._entities(namespace)
+        found = [doc for name in dict.fromkeys(_strings(names, "names")) if (doc := store.get(name)) is not None]
+        return self._subgraph(found, namespace, both_ends=True)
+
+    def kg_search_nodes(
+        self, query: str, limit: int = SEARCH_LIMIT, namespace: str = "default", both_ends: bool = True
+    ) -> Doc:
+        """Entities matching `query` by substring or similarity, best first, and their relations."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query must be a non-empty string")
+        return self._subgraph(self._ranked_entities(query, limit, namespace), namespace, both_ends)
+
+    def kg_import(self, lines: Iterable[str], namespace: str = "default") -> dict[str, int]:
+        """Load an MCP memory server JSONL file (entities first, so relations find their ends)."""
+        entities: list[Any] = []
+        relations: list[Any] = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                item = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InvalidInput(f"line {number}: not JSON ({exc})") from None
+            kind = item.pop("type", None) if isinstance(item, dict) else None
+            if kind not in ("entity", "relation"):
+                raise InvalidInput(f"line {number}: expected an object with type entity or relation")
+            (entities if kind == "entity" else relations).append(item)
+        made = self.kg_create_entities(entities, namespace)
+        linked = self.kg_create_relations(relations, namespace, skip_dangling=True)
+        return {"entities": len(made), "relations": len(linked), "lines": len(entities) + len(relations)}
+
+    def _ranked_entities(self, query: str, limit: int, namespace: str) -> list[Doc]:
+        """Substring matches first, then entities sharing a word or close in meaning."""
+        shard = self._entities(namespace).shard
+        parts = search(shard, clock.now(), Filters(), self.engine.embed([query])[0], query, k=limit, exhaustive=True)
+        needle, scored = query.lower(), []
+        for p in parts:
+            assert p.vector is not None and p.lexical is not None
+            for i in range(len(p.rows)):
+                doc = p.doc(i)
+                exact = needle in _haystack(doc)
+                if exact or p.lexical[i] > 0 or p.vector[i] >= SIMILARITY_FLOOR:
+                    scored.append((float(p.relevance[i]) + exact, doc))
+        scored.sort(key=lambda pair: (-pair[0], pair[1]["name"]))
+        return [doc for _, doc in scored[:limit]]
+
+    def _subgraph(self, entities: list[Doc], namespace: str, both_ends: bool) -> Doc:
+        names = {e["name"] for e in entities}
+        relations = [
+            _public_relation(r)
+            for r in self._relations(namespace).all()
+            if (r["from"] in names and r["to"] in names) or (not both_ends and (r["from"] in names or r["to"] in names))
+        ]
+        return {"entities": [_public_entity(e) for e in entities], "relations": relations}
+
+
+def _haystack(doc: Doc) -> str:
+    return " ".join([doc["name"], doc["entityType"], *doc["observations"]]).lower()
+
+
+def _public_entity(doc: Doc) -> Doc:
+    return {k: doc[k] for k in ("name", "entityType", "observations")}
+
+
+def _public_relation(doc: Doc) -> Doc:
+    return {k: doc[k] for k in ("from", "to", "relationType")}
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidInput(f"{what} must be a list")
+    return value
+
+
+def _field(item: Any, name: str) -> str:
+    if not isinstance(item, dict) or not isinstance(item.get(name), str) or not item[name]:
+        raise InvalidInput(f"{name} is required (a non-empty string)")
+    return item[name]
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput(f"{what} must be a list of strings")
+    return value
+
+
+def _entity(item: Any) -> Doc:
+    return {
+        "name": _field(item, "name"),
+        "entityType": _field(item, "entityType"),
+        "observations": list(dict.fromkeys(_strings(item.get("observations", []), "observations"))),
+    }
+
+
+def _relation(item: Any) -> Doc:
+    return {"from": _field(item, "from"), "to": _field(item, "to"), "relationType": _field(item, "relationType")}

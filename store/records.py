@@ -1,0 +1,105 @@
+"""A collection: the records of one kind in one namespace, read and written under the store lock.
+
+The codebolt tools (key-value, JSON, todo, markdown, episodic memories and their events,
+persistent memories) and the knowledge graph all keep their records in collections; each is one
+shard, so writes are journalled, checkpointed and safe across processes like A2E entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+
+from . import clock
+from .embed import encode_vectors
+from .engine import Engine
+from .errors import InvalidInput, NotFound
+from .schemas import SCHEMAS
+from .shard import Shard
+
+Doc = dict[str, Any]
+MAX_RECORD_BYTES = 1 << 20
+
+
+class Collection:
+    def __init__(self, engine: Engine, namespace: str, kind: str, *scope: str, schema: str = "records") -> None:
+        self.engine = engine
+        self.namespace = namespace
+        self.kind = kind
+        self.scope = scope
+        self.schema = SCHEMAS[schema]
+
+    @property
+    def shard(self) -> Shard:
+        """The collection's shard, brought up to date."""
+        return self.engine.shard(self.namespace, self.kind, *self.scope, schema=self.schema.name)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get(self, rid: str) -> Doc | None:
+        return self.shard.get(rid, clock.now())
+
+    def require(self, rid: Any, what: str) -> Doc:
+        """The record `rid`, or a `memory_not_found` error naming `what`."""
+        doc = self.get(rid) if isinstance(rid, str) and rid else None
+        if doc is None:
+            raise NotFound(f"no {what} with id {rid!r}")
+        return doc
+
+    def all(self) -> Iterator[Doc]:
+        """Every live record, oldest write first."""
+        return self.shard.docs(clock.now())
+
+    def __len__(self) -> int:
+        return self.shard.usage(clock.now())[0]
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def put(self, *docs: Doc) -> None:
+        """Create or replace records (each doc carries its "id")."""
+        recs = self._recs(docs)
+        with self.engine.lock(self.namespace):
+            shard = self.shard
+            shard.append({"op": "put", "recs": recs})
+        self.engine.after_write(shard)
+
+    def update(self, rid: str, what: str, change: Callable[[Doc], Doc]) -> Doc:
+        """Replace record `rid` by `change(old)`, atomically; `memory_not_found` if it is absent."""
+        with self.engine.lock(self.namespace):
+            new = change(self.require(rid, what))
+            shard = self.shard
+            shard.append({"op": "put", "recs": self._recs([new])})
+        self.engine.after_write(shard)
+        return new
+
+    def delete(self, rid: str, what: str) -> Doc:
+        """Delete record `rid`; `memory_not_found` if it is absent."""
+        with self.engine.lock(self.namespace):
+            old = self.require(rid, what)
+            self.shard.append({"op": "del", "ids": [rid]})
+        return old
+
+    def delete_many(self, rids: list[str]) -> int:
+        """Delete whichever of `rids` exist; returns how many did."""
+        with self.engine.lock(self.namespace):
+            shard = self.shard
+            now = clock.now()
+            present = [rid for rid in dict.fromkeys(rids) if shard.get(rid, now) is not None]
+            if present:
+                shard.append({"op": "del", "ids": present})
+        return len(present)
+
+    def _recs(self, docs: Any) -> list[Doc]:
+        recs = []
+        for doc in docs:
+            size = len(orjson.dumps(doc))
+            if size > MAX_RECORD_BYTES:
+                raise InvalidInput(f"record is {size} bytes, over the {MAX_RECORD_BYTES}-byte limit")
+            recs.append({"id": doc["id"], "doc": doc, "size": size})
+        if self.schema.indexed and recs:
+            vectors = encode_vectors(self.engine.embed([self.schema.text(r["doc"]) for r in recs]))
+            for rec, vec in zip(recs, vectors, strict=True):
+                rec["vec"] = vec
+        return recs
