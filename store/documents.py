@@ -17,7 +17,7 @@ from typing import Any
 
 from . import clock
 from .errors import InvalidInput
-from .filters import matches, path_lookup
+from .filters import matches, path_lookup, validate
 from .records import Collection, Doc
 from .timefmt import iso
 
@@ -36,6 +36,11 @@ def page(records: list[Doc], limit: int | None, offset: int) -> list[Doc]:
     if not 0 <= limit <= MAX_LIMIT or offset < 0:
         raise InvalidInput(f"limit must be 0..{MAX_LIMIT} and offset >= 0")
     return records[offset : offset + limit]
+
+
+def newest_first(docs: list[Doc], field: str = "updated_at") -> list[Doc]:
+    """Sorted by `field`, newest first; ties (same millisecond) by order of writing, newest first."""
+    return sorted(reversed(docs), key=lambda d: d[field], reverse=True)
 
 
 def require_object(value: Any, what: str) -> dict[str, Any]:
@@ -85,7 +90,7 @@ class DocumentTools:
 
     def memory_list_keys(self, namespace: str = "default", limit: int | None = None, offset: int = 0) -> list[Doc]:
         """Every key-value pair, newest first."""
-        docs = sorted(self._kind("kv", namespace).all(), key=lambda d: d["updated_at"], reverse=True)
+        docs = newest_first(list(self._kind("kv", namespace).all()))
         return [_kv_public(d) for d in page(docs, limit, offset)]
 
     # -- JSON, todo and markdown ------------------------------------------------------------
@@ -108,13 +113,13 @@ class DocumentTools:
         return {"memoryId": memory_id, "deleted": True}
 
     def _list(self, kind: str, filters: dict | None, limit: int | None, offset: int, namespace: str) -> list[Doc]:
+        validate(filters)
         found = [
             d
             for d in self._kind(kind, namespace).all()
             if matches(path_lookup(_body(d[kind]), d.get("metadata", {}), public(d)), filters)
         ]
-        found.sort(key=lambda d: d["updated_at"], reverse=True)
-        return [public(d) for d in page(found, limit, offset)]
+        return [public(d) for d in page(newest_first(found), limit, offset)]
 
     def memory_json_save(self, json: Any, metadata: dict | None = None, namespace: str = "default") -> Doc:
         """Save a JSON object; returns the record with its new `memoryId`."""

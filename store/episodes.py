@@ -21,9 +21,9 @@ import uuid
 from typing import Any
 
 from . import clock
-from .documents import new_memory_id, page, public
+from .documents import new_memory_id, newest_first, page, public
 from .errors import Conflict, InvalidInput
-from .filters import matches, parse_time, path_lookup
+from .filters import matches, parse_time, path_lookup, validate
 from .records import Collection, Doc
 from .timefmt import iso
 
@@ -64,14 +64,14 @@ class EpisodeTools:
         namespace: str = "default",
     ) -> list[Doc]:
         """Episodic memories with their event counts, newest first."""
+        validate(filters)
         shown = []
         for doc in self._episodes(namespace).all():
             if doc["archived"] and not (include_archived or "archived" in (filters or {})):
                 continue
             if matches(path_lookup(public(doc)), filters):
                 shown.append(doc)
-        shown.sort(key=lambda d: d["created_at"], reverse=True)
-        return [self._with_count(d, namespace) for d in page(shown, limit, offset)]
+        return [self._with_count(d, namespace) for d in page(newest_first(shown, "created_at"), limit, offset)]
 
     def episodic_memory_get(self, memory_id: str, namespace: str = "default") -> Doc:
         return self._with_count(self._episodes(namespace).require(memory_id, "episodic memory"), namespace)

@@ -24,6 +24,29 @@ MISSING = object()
 Lookup = Callable[[str], Any]
 
 
+OPERATORS = {"$eq", "$ne", "$in", "$nin", "$contains", "$gt", "$gte", "$lt", "$lte", "$exists"}
+
+
+def validate(spec: Any) -> None:
+    """Refuse a malformed filter before any record is read (so an empty list still says so)."""
+    if spec is None:
+        return
+    if not isinstance(spec, Mapping):
+        raise InvalidInput("filters must be a JSON object")
+    for field, condition in spec.items():
+        if field in ("$or", "$and"):
+            for sub in _list_of_specs(condition, field):
+                validate(sub)
+        elif field.startswith("$"):
+            raise InvalidInput(f"unknown filter operator {field!r}")
+        elif isinstance(condition, Mapping) and condition and all(str(k).startswith("$") for k in condition):
+            for op, arg in condition.items():
+                if op not in OPERATORS:
+                    raise InvalidInput(f"unknown filter operator {op!r}")
+                if op in ("$in", "$nin") and not isinstance(arg, list):
+                    raise InvalidInput(f"{op} takes a list")
+
+
 def matches(lookup: Lookup, spec: Mapping[str, Any] | None) -> bool:
     """Whether the record behind `lookup(path)` satisfies every condition of `spec`."""
     if not spec:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import clock
-from .documents import page
+from .documents import newest_first, page
 from .errors import Conflict, InvalidInput
 from .lexical import terms
 from .records import Collection, Doc
@@ -90,9 +90,9 @@ class PersistentTools:
 
     def persistent_memory_create(
         self,
-        label: str,
-        retrieval: dict[str, Any],
-        contribution: dict[str, Any],
+        label: str | None = None,
+        retrieval: dict[str, Any] | None = None,
+        contribution: dict[str, Any] | None = None,
         id: str | None = None,
         description: str = "",
         inputs_scope: list[str] | None = None,
@@ -108,7 +108,7 @@ class PersistentTools:
             "inputs_scope": inputs_scope or [], "additional_variables": additional_variables or {},
             "retrieval": retrieval, "contribution": contribution, "status": status,
         }  # fmt: skip
-        doc = _validated(fields)
+        doc = _validated({k: v for k, v in fields.items() if v is not None})  # missing: "Field required"
         configs = self._configs(namespace)
         with self.engine.lock(namespace):
             if configs.get(doc["id"]) is not None:
@@ -136,8 +136,7 @@ class PersistentTools:
             if (input_scope is None or input_scope in doc["inputs_scope"])
             and (not active_only or doc["status"] == "active")
         ]
-        found.sort(key=lambda d: d["created_at"], reverse=True)
-        return page(found, limit, offset)
+        return page(newest_first(found, "created_at"), limit, offset)
 
     def persistent_memory_update(self, memory_id: str, namespace: str = "default", **changes: Any) -> Doc:
         """Change the given fields (label, description, status, inputs_scope,
@@ -197,7 +196,7 @@ class PersistentTools:
         wanted = set(terms(text))
         scored = []
         for doc in Collection(self.engine, retrieval["source_id"], "kv").all():
-            hits = len(wanted & set(terms(f"{doc['key']} {flatten_text(doc['value'])}")))
+            hits = len(wanted & set(terms(f"{doc['key']} {flatten_text(doc['value'], keys=True)}")))
             if hits or not wanted:
                 scored.append((hits, doc["updated_at"], doc))
         scored.sort(key=lambda s: (s[0], s[1]), reverse=True)

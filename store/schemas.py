@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 
-def flatten_text(value: Any) -> str:
-    """The words of a JSON value: strings and numbers of any depth, keys of objects excluded."""
+def flatten_text(value: Any, keys: bool = False) -> str:
+    """The words of a JSON value: strings and numbers of any depth (and object keys if `keys`)."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
-        return " ".join(flatten_text(v) for v in value.values())
+        return " ".join((f"{k} " if keys else "") + flatten_text(v, keys) for k, v in value.items())
     if isinstance(value, list):
-        return " ".join(flatten_text(v) for v in value)
+        return " ".join(flatten_text(v, keys) for v in value)
     if value is None or isinstance(value, bool):
         return ""
     return str(value)

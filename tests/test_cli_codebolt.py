@@ -1,0 +1,124 @@
+"""The codebolt commands and `mem kg` at the shell: forms scripts rely on, and exit codes."""
+
+from __future__ import annotations
+
+import orjson
+from typer.testing import CliRunner
+
+from cli.main import app
+from store.service import MemoryService
+
+runner = CliRunner()
+
+
+def mem(*args, input=None):
+    return runner.invoke(app, list(args), input=input)
+
+
+def one(result):
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+def rows(result):
+    assert result.exit_code == 0, result.output
+    return [orjson.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_set_and_get(home):
+    assert one(mem("set", "theme", '{"mode": "dark"}'))["value"] == {"mode": "dark"}
+    mem("set", "greeting", "hello there")
+    assert mem("get", "greeting", "--raw").stdout == "hello there\n"
+    assert mem("get", "theme", "--raw").stdout.strip() == '{"mode":"dark"}'
+    missing = mem("get", "nope")
+    assert missing.exit_code == 3 and "no key" in missing.stderr
+    assert {r["key"] for r in rows(mem("keys"))} == {"theme", "greeting"}
+
+
+def test_json_save_update_list_delete(home):
+    saved = one(mem("json", "save", '{"name": "cfg", "version": 1}', "--metadata", '{"env": "prod"}'))
+    memory_id = saved["memoryId"]
+    assert one(mem("json", "update", memory_id, '{"name": "cfg", "version": 2}'))["json"]["version"] == 2
+    assert [r["memoryId"] for r in rows(mem("json", "list", "--filter", '{"version": {"$gte": 2}}'))] == [memory_id]
+    assert rows(mem("json", "list", "--filter", '{"env": "dev"}')) == []
+    assert mem("json", "delete", memory_id).exit_code == 0
+    assert mem("json", "delete", memory_id).exit_code == 3
+    assert mem("json", "update", memory_id, "{}").exit_code == 3
+    assert mem("json", "save", "[1, 2]").exit_code == 4
+    assert mem("json", "save", "{broken").exit_code == 4
+    assert mem("json", "list", "--filter", '{"a": {"$bogus": 1}}').exit_code == 4
+
+
+def test_todo_and_markdown_sources(home, tmp_path):
+    todo = one(
+        mem("todo", "save", '{"title": "write docs", "status": "pending"}', "--metadata", '{"dueDate": "2024-12-31"}')
+    )
+    assert todo["todo"]["title"] == "write docs" and todo["metadata"]["dueDate"] == "2024-12-31"
+    notes = tmp_path / "notes.md"
+    notes.write_text("# From a file\n")
+    from_file = one(mem("markdown", "save", str(notes)))
+    from_stdin = one(mem("markdown", "save", "-", input="# From stdin\n"))
+    from_text = one(mem("markdown", "save", "--text", "# From text"))
+    assert [from_file["markdown"], from_stdin["markdown"], from_text["markdown"]] == [
+        "# From a file\n", "# From stdin\n", "# From text"
+    ]  # fmt: skip
+    assert mem("markdown", "save").exit_code == 4
+    assert mem("markdown", "save", str(tmp_path / "missing.md")).exit_code == 4
+    updated = one(mem("markdown", "update", from_text["memoryId"], "--text", "# New", "--metadata", '{"a": 1}'))
+    assert updated["markdown"] == "# New" and updated["metadata"] == {"a": 1}
+    assert len(rows(mem("markdown", "list", "--limit", "2"))) == 2
+
+
+def test_episodic_commands(home):
+    mid = one(mem("episodic", "create", "User Session Log", "--swarm", "s1"))["memoryId"]
+    appended = one(mem("episodic", "append", mid, "--event-type", "user_action", "--agent", "agent-123", "--tag", "ui",
+                       "--payload", '{"action": "click"}'))  # fmt: skip
+    assert appended["payload"] == {"action": "click"} and appended["tags"] == ["ui"]
+    one(mem("episodic", "append", mid, "-e", "message", "-a", "agent-9", "--team", "t1", "-p", "plain text"))
+    assert [e["payload"] for e in rows(mem("episodic", "query", mid, "--agent", "agent-9"))] == ["plain text"]
+    assert len(rows(mem("episodic", "query", "--swarm", "s1", "--last-count", "1"))) == 1
+    assert len(rows(mem("episodic", "query", mid, "--tag", "ui", "--last-minutes", "5"))) == 1
+    assert mem("episodic", "query").exit_code == 2
+    assert [r["event_type"] for r in rows(mem("episodic", "event-types", mid))] == ["user_action", "message"]
+    assert one(mem("episodic", "rename", mid, "Renamed"))["title"] == "Renamed"
+    assert one(mem("episodic", "get", mid))["eventCount"] == 2
+    mem("episodic", "archive", mid)
+    refused = mem("episodic", "append", mid, "-e", "x", "-a", "y", "-p", "z")
+    assert refused.exit_code == 4 and "archived" in refused.stderr
+    assert rows(mem("episodic", "list")) == [] and len(rows(mem("episodic", "list", "--archived"))) == 1
+
+
+def test_persistent_commands(home):
+    mem("set", "theme", "dark", "--namespace", "prefs")
+    created = one(mem("persistent", "create", "--label", "Prefs", "--id", "prefs", "--scope", "settings",
+                      "--retrieval", '{"source_type": "kv", "source_id": "prefs"}',
+                      "--contribution", '{"format": "markdown", "max_tokens": 100}'))  # fmt: skip
+    assert created["id"] == "prefs" and created["inputs_scope"] == ["settings"]
+    assert mem("persistent", "retrieve", "prefs", "--keyword", "theme", "--raw").stdout == "## Prefs\n\n- theme: dark\n"
+    result = one(mem("persistent", "retrieve", "prefs", "--query", "theme"))
+    assert result["items"][0]["key"] == "theme" and result["truncated"] is False
+    assert [p["id"] for p in rows(mem("persistent", "list", "--scope", "settings"))] == ["prefs"]
+    assert one(mem("persistent", "update", "prefs", "--status", "disabled"))["status"] == "disabled"
+    refused = mem("persistent", "retrieve", "prefs")
+    assert refused.exit_code == 4 and "disabled" in refused.stderr
+    assert mem("persistent", "get", "nope").exit_code == 3
+    assert mem("persistent", "create", "--label", "x").exit_code == 4
+
+
+def test_kg_commands_and_import(home, tmp_path):
+    mem("kg", "create", "Alice", "--type", "person", "--obs", "likes green tea")
+    mem("kg", "create", "Acme", "-t", "company")
+    assert rows(mem("kg", "relate", "Alice", "works_at", "Acme")) == [
+        {"from": "Alice", "to": "Acme", "relationType": "works_at"}
+    ]
+    assert mem("kg", "relate", "Alice", "knows", "Ghost").exit_code == 3
+    mem("kg", "observe", "Acme", "makes rockets")
+    assert [r["name"] for r in rows(mem("kg", "search", "rockets")) if r["type"] == "entity"] == ["Acme"]
+    assert len(rows(mem("kg", "open", "Alice", "Acme"))) == 3
+    file = tmp_path / "memory.jsonl"
+    file.write_text('{"type":"entity","name":"Zed","entityType":"person","observations":["new"]}\n')
+    assert one(mem("kg", "import", str(file)))["entities"] == 1
+    assert one(mem("kg", "delete", "Alice"))["deletedRelations"] == 1
+    assert {r["name"] for r in rows(mem("kg", "read")) if r["type"] == "entity"} == {"Acme", "Zed"}
+    svc = MemoryService(home)
+    assert svc.kg_open_nodes(["Zed"])["entities"][0]["observations"] == ["new"]
