@@ -150,6 +150,8 @@ class A2E:
         by_tier: dict[str, list[tuple[MemoryEntry, str, str]]] = {}
         for (_, entry, rid), vec in zip(valid, encoded, strict=True):
             by_tier.setdefault(entry.tier, []).append((entry, rid, vec))
+        for tier in by_tier:  # catch up on the journals before taking the lock, so it is held briefly
+            self._shard(session, tier)
         with self.engine.lock(session.namespace):
             now = clock.now()
             shards = {tier: self._shard(session, tier) for tier in by_tier}

@@ -53,8 +53,9 @@ def run(shard: Shard, lock: FileLock, embedder: str, force: bool = False) -> boo
     if not mutex.acquire(blocking=False):
         return False
     try:
+        shard.refresh()  # the bulk of the journals, read without holding writers up
         with lock:
-            shard.refresh()
+            shard.refresh()  # only what was appended meanwhile
             if not shard.journals or not (force or shard.pending_bytes()):
                 return False
             frozen = shard.journals[-1].gen

@@ -36,6 +36,10 @@ class Collection:
         """The collection's shard, brought up to date."""
         return self.engine.shard(self.namespace, self.kind, *self.scope, schema=self.schema.name)
 
+    def catch_up(self) -> None:
+        """Read the journals before taking the lock, so that the lock is held briefly."""
+        self.engine.shard(self.namespace, self.kind, *self.scope, schema=self.schema.name)
+
     # -- reading ----------------------------------------------------------------------------
 
     def get(self, rid: str) -> Doc | None:
@@ -60,6 +64,7 @@ class Collection:
     def put(self, *docs: Doc) -> None:
         """Create or replace records (each doc carries its "id")."""
         recs = self._recs(docs)
+        self.catch_up()
         with self.engine.lock(self.namespace):
             shard = self.shard
             shard.append({"op": "put", "recs": recs})
@@ -67,6 +72,7 @@ class Collection:
 
     def update(self, rid: str, what: str, change: Callable[[Doc], Doc]) -> Doc:
         """Replace record `rid` by `change(old)`, atomically; `memory_not_found` if it is absent."""
+        self.catch_up()
         with self.engine.lock(self.namespace):
             new = change(self.require(rid, what))
             shard = self.shard
