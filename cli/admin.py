@@ -43,6 +43,27 @@ def demo(fmt: Format = None) -> None:
         emit([{"query": query, **e} for e in entries], fmt, columns=["content", "relevance"])
 
 
+def serve_mcp(
+    namespace: Annotated[
+        str, typer.Option("--namespace", "-n", envvar="MEM_NAMESPACE", help="Default namespace.")
+    ] = "default",
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", envvar="MEM_AGENT", help="Default agent (episodic tier).")
+    ] = "default",
+    read_only: Annotated[bool, typer.Option("--read-only", help="Expose only the tools that do not write.")] = False,
+) -> None:
+    """Serve the whole store to MCP clients over stdio (needs the `mcp` extra)."""
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError:
+        from .errors import CliError
+
+        raise CliError("serve-mcp needs the MCP SDK: pip install 'a2e-mem[mcp]'", 1) from None
+    from . import mcp_server
+
+    mcp_server.main(state.service, namespace, agent, read_only)
+
+
 def serve_stdio(
     auth_secret: Annotated[
         str,

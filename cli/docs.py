@@ -4,7 +4,6 @@ No `from __future__ import annotations` here: the json and todo groups are made 
 whose option help texts are built at run time, so their annotations must be evaluated eagerly.
 """
 
-
 import sys
 from pathlib import Path
 from typing import Annotated

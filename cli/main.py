@@ -89,6 +89,7 @@ app.add_typer(kg.app, name="kg")
 app.command()(admin.gc)
 app.command()(admin.demo)
 app.command("serve-stdio")(admin.serve_stdio)
+app.command("serve-mcp")(admin.serve_mcp)
 
 
 def run() -> None:

@@ -212,14 +212,14 @@ class DeltaLexicon:
     def df(self, term: str) -> int:
         return len(self.postings.get(term, ()))
 
-    def scores(self, weights: dict[str, float], avgdl: float, size: int) -> np.ndarray:
-        """Dense BM25 scores for slots 0..size-1."""
+    def scores(self, weights: dict[str, float], avgdl: float, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Dense BM25 scores for slots 0..size-1, and the slots where a query term occurs."""
         out = np.zeros(size, dtype=np.float32)
         for term, w in weights.items():
             for slot, tf in self.postings.get(term, {}).items():
                 norm = K1 * (1 - B + B * self.doclen[slot] / avgdl)
                 out[slot] += w * tf * (K1 + 1) / (tf + norm)
-        return out
+        return out, np.flatnonzero(out)
 
 
 class SegmentLexicon:
@@ -229,7 +229,7 @@ class SegmentLexicon:
 
     def __init__(self, folder: Path) -> None:
         self.vocab: dict[str, int] = orjson.loads((folder / "lex_vocab.json").read_bytes())
-        ptr, rows, tf, doclen = (np.load(folder / f, mmap_mode="r") for f in self.FILES)
+        ptr, rows, tf, doclen = (np.asarray(np.load(folder / f, mmap_mode="r")) for f in self.FILES)
         self.ptr, self.rows, self.tf, self.doclen = ptr, rows, tf, doclen
         self.total_len = float(doclen.sum()) if len(doclen) else 0.0
 
@@ -237,20 +237,20 @@ class SegmentLexicon:
         tid = self.vocab.get(term)
         return 0 if tid is None else int(self.ptr[tid + 1] - self.ptr[tid])
 
-    def scores(self, weights: dict[str, float], avgdl: float) -> np.ndarray:
-        """Dense BM25 scores for every row (zeros where no query term occurs)."""
+    def scores(self, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """Dense BM25 scores for every row, and the rows where a query term occurs."""
         out = np.zeros(len(self.doclen), dtype=np.float32)
-        norm: np.ndarray | None = None
+        touched = []
         for term, w in weights.items():
             tid = self.vocab.get(term)
             if tid is None:
                 continue
             lo, hi = int(self.ptr[tid]), int(self.ptr[tid + 1])
             rows, tf = self.rows[lo:hi], self.tf[lo:hi]
-            if norm is None:
-                norm = K1 * (1 - B + B * self.doclen / avgdl)
-            out[rows] += w * tf * (K1 + 1) / (tf + norm[rows])
-        return out
+            norm = K1 * (1 - B + B * self.doclen[rows] / avgdl)
+            out[rows] += w * tf * (K1 + 1) / (tf + norm)
+            touched.append(rows)
+        return out, np.unique(np.concatenate(touched)) if touched else np.zeros(0, dtype=np.int64)
 
 
 def write_segment_lexicon(folder: Path, texts: Sequence[str]) -> None:

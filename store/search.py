@@ -26,9 +26,9 @@ from .lexical import idf, normaliser, terms
 from .shard import Shard
 
 VECTOR_WEIGHT = 0.7
-EXACT_MAX = 4096  # below this many candidate rows, exact scoring beats the index
-FETCH_FACTOR = 4  # over-fetch from the index and postings, for rows the filters will drop
-MIN_FETCH = 64
+EXACT_MAX = 20_000  # up to this many rows, exact scoring (float32 matrix product) beats the index
+FETCH_FACTOR = 3  # over-fetch from the index and postings, for rows the filters will drop
+MIN_FETCH = 32
 
 
 @dataclass
@@ -149,23 +149,29 @@ def _scored(
     k: int,
     exhaustive: bool,
 ) -> Candidates:
-    total = int(mask.sum())
+    total = int(np.count_nonzero(mask))
     if not total or not shard.dim:
         return _empty(shard, part)
-    lex_all = _lexical_scores(shard, part, weights, avgdl) / normaliser(weights.values())
+    lex_all, matched = _lexical_scores(shard, part, weights, avgdl)
+    lex_all /= normaliser(weights.values())
     fetch = max(MIN_FETCH, FETCH_FACTOR * k)
-    if part == "mem" or exhaustive or total <= max(EXACT_MAX, fetch):
+    if part == "mem":
         rows = np.flatnonzero(mask)
+        vec = (shard.mem.vectors[: shard.mem.n] @ qvec)[rows]
+    elif exhaustive or total <= max(EXACT_MAX, fetch):
+        assert shard.seg is not None
+        rows = np.flatnonzero(mask)
+        vec = shard.seg.similarities(qvec)[rows]
     else:
-        rows = _index_candidates(shard, mask, qvec, lex_all, fetch)
-    vectors = shard.seg.vectors if part == "seg" else shard.mem.vectors  # type: ignore[union-attr]
-    vec = np.asarray(vectors[rows], dtype=np.float32) @ qvec
+        assert shard.seg is not None
+        rows = _index_candidates(shard, mask, qvec, lex_all, matched, fetch)
+        vec = shard.seg.similarities(qvec, rows)
     lex = np.minimum(lex_all[rows], 1.0)
     _, updated = _columns(shard, part)
     return Candidates(shard, part, rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total)
 
 
-def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> np.ndarray:
+def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:
     if part == "seg":
         assert shard.seg is not None
         return shard.seg.lexicon.scores(weights, avgdl)
@@ -173,12 +179,15 @@ def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: f
     return shard.mem.lexicon.scores(weights, avgdl, shard.mem.n)
 
 
-def _index_candidates(shard: Shard, mask: np.ndarray, qvec: np.ndarray, lex: np.ndarray, fetch: int) -> np.ndarray:
-    """Annoy neighbours and BM25 leaders among the rows `mask` allows, over-fetched."""
+def _index_candidates(
+    shard: Shard, mask: np.ndarray, qvec: np.ndarray, lex: np.ndarray, matched: np.ndarray, fetch: int
+) -> np.ndarray:
+    """Annoy neighbours and BM25 leaders (among the `matched` rows) that `mask` allows, over-fetched."""
     assert shard.seg is not None and shard.seg.index is not None
-    share = max(mask.mean(), 1e-3)  # the filters keep this share of rows: fetch more to compensate
+    share = max(np.count_nonzero(mask) / len(mask), 1e-3)  # the filters keep this share: fetch more
     want = min(int(fetch / share), len(mask))
-    near, _ = shard.seg.index.nearest(qvec, want)
-    lex_top = np.argpartition(-lex, min(want, len(lex) - 1))[:want] if lex.any() else near[:0]
-    rows = np.union1d(near, lex_top[lex[lex_top] > 0])
+    near = shard.seg.index.nearest(qvec, want)
+    if len(matched) > want:
+        matched = matched[np.argpartition(-lex[matched], want - 1)[:want]]
+    rows = np.union1d(near, matched)
     return rows[mask[rows]]

@@ -25,6 +25,7 @@ from .schemas import Schema
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
+EXACT_CACHE = 20_000  # checkpoints up to this size keep a float32 copy of their vectors (20 MB)
 
 
 def id_hash(rid: str) -> int:
@@ -89,7 +90,8 @@ class Segment:
         self._records = RecordFile(folder / DATA)
 
     def _array(self, name: str) -> np.ndarray:
-        return np.load(self.folder / f"{name}.npy", mmap_mode="r")
+        """A memory-mapped column, as a plain ndarray view (indexing np.memmap is much slower)."""
+        return np.asarray(np.load(self.folder / f"{name}.npy", mmap_mode="r"))
 
     @cached_property
     def sizes(self) -> np.ndarray:
@@ -106,6 +108,23 @@ class Segment:
     @cached_property
     def vectors(self) -> np.ndarray:
         return self._array("vectors")
+
+    @cached_property
+    def _vectors32(self) -> np.ndarray:
+        """float32 copy of the vectors, for exact scoring of small checkpoints (numpy's float16
+        products are slow)."""
+        return np.asarray(self.vectors, dtype=np.float32)
+
+    def similarities(self, query: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Cosine of `query` with the given rows (all rows if None)."""
+        if rows is not None:
+            return np.asarray(self.vectors[rows], dtype=np.float32) @ query
+        if self.n <= EXACT_CACHE:
+            return self._vectors32 @ query
+        out = np.empty(self.n, dtype=np.float32)  # big and exhaustive: convert a slice at a time
+        for start in range(0, self.n, 8192):
+            out[start : start + 8192] = np.asarray(self.vectors[start : start + 8192], dtype=np.float32) @ query
+        return out
 
     @cached_property
     def lexicon(self) -> SegmentLexicon:

@@ -1,0 +1,539 @@
+"""`mem serve-mcp`: the store as an MCP server over stdio, on the official MCP Python SDK.
+
+Tools carry the exact names and parameter names of the codebolt memory tool set (`memory_set`,
+`memory_json_save`, `episodic_memory_query_events`, ...), plus the A2E operations
+(`memory_store`, `memory_retrieve`, `memory_forget`) and the knowledge-graph operations with the
+official MCP memory server's names (`create_entities`, `search_nodes`, ...). Every tool takes an
+optional `namespace` (and the A2E ones an `agent`), defaulting to `--namespace` / `--agent`.
+Each tool is a few lines that call one `MemoryService` method: nothing is implemented here.
+
+Results come back as structured content plus a one-line text; store errors come back as tool
+errors (`isError`) whose text starts with the error code, never as a crashed server.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import Field
+
+Desc = Field  # Annotated[type, Desc("...")] reads as a description in the tool schemas
+JsonObject = dict[str, Any]
+
+
+class Tools:
+    """The tools, bound to one service and its defaults; `register` adds them to a server."""
+
+    def __init__(self, service: Any, namespace: str, agent: str) -> None:
+        self.service = service
+        self.namespace = namespace
+        self.agent = agent
+        self.sessions: dict[tuple[str, str], Any] = {}
+
+    def ns(self, namespace: str | None) -> str:
+        return namespace or self.namespace
+
+    def session(self, namespace: str | None, agent: str | None) -> Any:
+        """One A2E session per (namespace, agent) for this connection: its working tier lives as
+        long as the server process."""
+        key = (self.ns(namespace), agent or self.agent)
+        if key not in self.sessions:
+            self.sessions[key] = self.service.init(*key)
+        return self.sessions[key]
+
+
+def result(value: Any, summary: str) -> Any:
+    """A tool result: `value` as structured content, `summary` as its text."""
+    from mcp_types import CallToolResult, TextContent
+
+    structured = value if isinstance(value, dict) else {"result": value}
+    return CallToolResult(content=[TextContent(type="text", text=summary)], structured_content=structured)
+
+
+def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Store errors become MCP tool errors with the error code and message."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from store.errors import MemError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MemError as exc:
+            raise ToolError(f"{exc.code}: {exc.message}") from None
+
+    return wrapper
+
+
+NS = Annotated[str | None, Desc(description="Namespace (default: the server's --namespace).")]
+AGENT = Annotated[str | None, Desc(description="Agent identity for the episodic tier (default: --agent).")]
+MEMORY_ID = Annotated[str, Desc(description="The unique identifier of the memory entry.")]
+FILTERS = Annotated[
+    JsonObject | None,
+    Desc(description='Optional filters, e.g. {"status": "pending"}, {"version": {"$gte": 2}} (MongoDB-style subset).'),
+]
+LIMIT = Annotated[int | None, Desc(description="At most this many results (default 100, max 1000).")]
+OFFSET = Annotated[int, Desc(description="Skip this many results first.")]
+METADATA = Annotated[JsonObject | None, Desc(description="Optional metadata to associate with the item.")]
+
+
+def build_tools(t: Tools) -> list[tuple[Callable[..., Any], bool]]:  # noqa: C901 - a catalogue of small tools
+    """Every tool as (function, writes?)."""
+    s = t.service
+    tools: list[tuple[Callable[..., Any], bool]] = []
+
+    def tool(writes: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            tools.append((tool_errors(fn), writes))
+            return fn
+
+        return register
+
+    # -- key-value ----------------------------------------------------------------------------
+
+    @tool(writes=True)
+    def memory_set(
+        key: Annotated[str, Desc(description="The key to store the value under.")],
+        value: Annotated[Any, Desc(description="The value: any JSON.")],
+        namespace: NS = None,
+    ) -> Any:
+        """Store a value in memory."""
+        return result(s.memory_set(key, value, namespace=t.ns(namespace)), f"stored {key}")
+
+    @tool(writes=False)
+    def memory_get(key: Annotated[str, Desc(description="The key to read.")], namespace: NS = None) -> Any:
+        """Retrieve a value from memory."""
+        return result(s.memory_get(key, namespace=t.ns(namespace)), f"value of {key}")
+
+    # -- JSON, todo, markdown -----------------------------------------------------------------
+
+    @tool(writes=True)
+    def memory_json_save(
+        json: Annotated[JsonObject, Desc(description="The JSON object to save to memory storage.")],
+        metadata: METADATA = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Saves a JSON object to memory storage. Returns the memory ID of the saved entry."""
+        saved = s.memory_json_save(json, metadata, namespace=t.ns(namespace))
+        return result(saved, f"saved {saved['memoryId']}")
+
+    @tool(writes=True)
+    def memory_json_update(
+        memoryId: MEMORY_ID,
+        json: Annotated[JsonObject, Desc(description="The new JSON object to replace the existing data.")],
+        namespace: NS = None,
+    ) -> Any:
+        """Updates an existing JSON object in memory storage by its memory ID."""
+        return result(s.memory_json_update(memoryId, json, namespace=t.ns(namespace)), f"updated {memoryId}")
+
+    @tool(writes=True)
+    def memory_json_delete(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Deletes a JSON object from memory storage by its memory ID."""
+        return result(s.memory_json_delete(memoryId, namespace=t.ns(namespace)), f"deleted {memoryId}")
+
+    @tool(writes=False)
+    def memory_json_list(filters: FILTERS = None, limit: LIMIT = None, offset: OFFSET = 0, namespace: NS = None) -> Any:
+        """Lists JSON objects from memory storage with optional filters."""
+        found = s.memory_json_list(filters, limit, offset, namespace=t.ns(namespace))
+        return result(found, f"{len(found)} JSON memories")
+
+    @tool(writes=True)
+    def memory_todo_save(
+        todo: Annotated[JsonObject, Desc(description="The todo: title, description, status, priority, any fields.")],
+        metadata: METADATA = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Saves a todo item to memory storage with optional metadata."""
+        saved = s.memory_todo_save(todo, metadata, namespace=t.ns(namespace))
+        return result(saved, f"saved {saved['memoryId']}")
+
+    @tool(writes=True)
+    def memory_todo_update(
+        memoryId: MEMORY_ID,
+        todo: Annotated[JsonObject, Desc(description="The new todo object to replace the existing data.")],
+        namespace: NS = None,
+    ) -> Any:
+        """Updates an existing todo item in memory storage by its memory ID."""
+        return result(s.memory_todo_update(memoryId, todo, namespace=t.ns(namespace)), f"updated {memoryId}")
+
+    @tool(writes=True)
+    def memory_todo_delete(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Deletes a todo item from memory storage by its memory ID."""
+        return result(s.memory_todo_delete(memoryId, namespace=t.ns(namespace)), f"deleted {memoryId}")
+
+    @tool(writes=False)
+    def memory_todo_list(filters: FILTERS = None, limit: LIMIT = None, offset: OFFSET = 0, namespace: NS = None) -> Any:
+        """Lists todo items from memory storage with optional filters."""
+        found = s.memory_todo_list(filters, limit, offset, namespace=t.ns(namespace))
+        return result(found, f"{len(found)} todos")
+
+    @tool(writes=True)
+    def memory_markdown_save(
+        markdown: Annotated[str, Desc(description="The markdown content string to save.")],
+        metadata: METADATA = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Saves markdown content to memory storage with optional metadata."""
+        saved = s.memory_markdown_save(markdown, metadata, namespace=t.ns(namespace))
+        return result(saved, f"saved {saved['memoryId']}")
+
+    @tool(writes=True)
+    def memory_markdown_update(
+        memoryId: MEMORY_ID,
+        markdown: Annotated[str, Desc(description="The new markdown content.")],
+        metadata: METADATA = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Updates existing markdown content in memory storage by its memory ID."""
+        updated = s.memory_markdown_update(memoryId, markdown, metadata, namespace=t.ns(namespace))
+        return result(updated, f"updated {memoryId}")
+
+    @tool(writes=True)
+    def memory_markdown_delete(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Deletes markdown content from memory storage by its memory ID."""
+        return result(s.memory_markdown_delete(memoryId, namespace=t.ns(namespace)), f"deleted {memoryId}")
+
+    @tool(writes=False)
+    def memory_markdown_list(
+        filters: FILTERS = None, limit: LIMIT = None, offset: OFFSET = 0, namespace: NS = None
+    ) -> Any:
+        """Lists markdown content from memory storage with optional filters."""
+        found = s.memory_markdown_list(filters, limit, offset, namespace=t.ns(namespace))
+        return result(found, f"{len(found)} markdown memories")
+
+    add_episodic_tools(t, tool)
+    add_persistent_tools(t, tool)
+    add_a2e_tools(t, tool)
+    add_graph_tools(t, tool)
+    return tools
+
+
+EVENT = Annotated[
+    JsonObject,
+    Desc(
+        description="The event: event_type (string, required), emitting_agent_id (string, required), "
+        "team_id (string), tags (string[]), payload (string or object, required)."
+    ),
+]
+SWARM = Annotated[str | None, Desc(description="The swarm ID (alternative to memoryId).")]
+OPT_MEMORY_ID = Annotated[str | None, Desc(description="The episodic memory's ID (or give swarmId).")]
+
+
+def add_episodic_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
+    s = t.service
+
+    @tool(True)
+    def episodic_memory_create(
+        title: Annotated[str, Desc(description="The title for the new episodic memory.")],
+        swarmId: SWARM = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Creates a new episodic memory container with a title."""
+        made = s.episodic_memory_create(title, swarm_id=swarmId, namespace=t.ns(namespace))
+        return result(made, f"created {made['memoryId']}")
+
+    @tool(False)
+    def episodic_memory_list(
+        filters: FILTERS = None,
+        includeArchived: Annotated[bool, Desc(description="Include archived memories.")] = False,
+        limit: LIMIT = None,
+        offset: OFFSET = 0,
+        namespace: NS = None,
+    ) -> Any:
+        """Lists all episodic memories with their IDs, titles, and event counts."""
+        found = s.episodic_memory_list(filters, includeArchived, limit, offset, namespace=t.ns(namespace))
+        return result(found, f"{len(found)} episodic memories")
+
+    @tool(False)
+    def episodic_memory_get(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Retrieves a specific episodic memory by its ID."""
+        return result(s.episodic_memory_get(memoryId, namespace=t.ns(namespace)), f"episodic memory {memoryId}")
+
+    @tool(True)
+    def episodic_memory_append_event(memoryId: MEMORY_ID, event: EVENT, namespace: NS = None) -> Any:
+        """Appends a new event to an existing episodic memory."""
+        added = s.episodic_memory_append_event(memoryId, event, namespace=t.ns(namespace))
+        return result(added, f"appended {added['eventId']}")
+
+    @tool(False)
+    def episodic_memory_query_events(
+        memoryId: OPT_MEMORY_ID = None,
+        swarmId: SWARM = None,
+        lastMinutes: Annotated[float | None, Desc(description="Only events from the last N minutes.")] = None,
+        lastCount: Annotated[int | None, Desc(description="Only the newest N events.")] = None,
+        tags: Annotated[list[str] | None, Desc(description="Events having any of these tags.")] = None,
+        event_type: Annotated[str | None, Desc(description="Filter by event type.")] = None,
+        emitting_agent_id: Annotated[str | None, Desc(description="Filter by emitting agent.")] = None,
+        team_id: Annotated[str | None, Desc(description="Filter by team ID.")] = None,
+        since: Annotated[str | None, Desc(description="Only events since this ISO 8601 timestamp.")] = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Queries and filters events from an episodic memory (or a swarm); newest last."""
+        events = s.episodic_memory_query_events(
+            memoryId, swarmId, lastMinutes, lastCount, tags, event_type, emitting_agent_id, team_id, since,
+            namespace=t.ns(namespace),
+        )  # fmt: skip
+        return result(events, f"{len(events)} events")
+
+    @tool(False)
+    def episodic_memory_get_event_types(
+        memoryId: OPT_MEMORY_ID = None, swarmId: SWARM = None, namespace: NS = None
+    ) -> Any:
+        """Retrieves all unique event types from an episodic memory (or a swarm)."""
+        types = s.episodic_memory_get_event_types(memoryId, swarmId, namespace=t.ns(namespace))
+        return result(types, ", ".join(types) or "no events")
+
+    @tool(True)
+    def episodic_memory_archive(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Archives an episodic memory (marks as inactive, read-only)."""
+        return result(s.episodic_memory_archive(memoryId, namespace=t.ns(namespace)), f"archived {memoryId}")
+
+    @tool(True)
+    def episodic_memory_update_title(
+        memoryId: MEMORY_ID, title: Annotated[str, Desc(description="The new title.")], namespace: NS = None
+    ) -> Any:
+        """Updates the title of an existing episodic memory."""
+        return result(s.episodic_memory_update_title(memoryId, title, namespace=t.ns(namespace)), f"renamed {memoryId}")
+
+
+RETRIEVAL = Annotated[
+    JsonObject,
+    Desc(
+        description="Retrieval configuration: source_type ('vectordb', 'kv', 'eventlog' or 'kg', required), "
+        "source_id (required), query_template, limit, filters."
+    ),
+]
+CONTRIBUTION = Annotated[
+    JsonObject,
+    Desc(
+        description="Contribution configuration: format ('text', 'json' or 'markdown', required), template, max_tokens."
+    ),
+]
+PM_ID = Annotated[str, Desc(description="The unique identifier of the persistent memory.")]
+
+
+def add_persistent_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
+    s = t.service
+
+    @tool(True)
+    def persistent_memory_create(
+        label: Annotated[str, Desc(description="A human-readable label/name for the persistent memory.")],
+        retrieval: RETRIEVAL,
+        contribution: CONTRIBUTION,
+        id: Annotated[str | None, Desc(description="Optional unique identifier (generated if not given).")] = None,
+        description: Annotated[str, Desc(description="What this memory is for.")] = "",
+        inputs_scope: Annotated[list[str] | None, Desc(description="Input scopes that activate this memory.")] = None,
+        additional_variables: Annotated[JsonObject | None, Desc(description="Variables for query templates.")] = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Creates a new persistent memory configuration with retrieval and contribution settings."""
+        made = s.persistent_memory_create(
+            label, retrieval, contribution, id, description, inputs_scope, additional_variables,
+            namespace=t.ns(namespace),
+        )  # fmt: skip
+        return result(made, f"created {made['id']}")
+
+    @tool(False)
+    def persistent_memory_get(memory_id: PM_ID, namespace: NS = None) -> Any:
+        """Retrieves a persistent memory configuration by its ID."""
+        return result(s.persistent_memory_get(memory_id, namespace=t.ns(namespace)), f"persistent memory {memory_id}")
+
+    @tool(False)
+    def persistent_memory_list(
+        input_scope: Annotated[str | None, Desc(description="Only memories with this input scope.")] = None,
+        active_only: Annotated[bool, Desc(description="Only memories with status 'active'.")] = False,
+        limit: LIMIT = None,
+        offset: OFFSET = 0,
+        namespace: NS = None,
+    ) -> Any:
+        """Lists all persistent memory configurations with optional filters."""
+        found = s.persistent_memory_list(input_scope, active_only, limit, offset, namespace=t.ns(namespace))
+        return result(found, f"{len(found)} persistent memories")
+
+    @tool(True)
+    def persistent_memory_update(
+        memory_id: PM_ID,
+        label: Annotated[str | None, Desc(description="New label.")] = None,
+        description: Annotated[str | None, Desc(description="New description.")] = None,
+        status: Annotated[str | None, Desc(description="New status: 'active', 'disabled' or 'draft'.")] = None,
+        inputs_scope: Annotated[list[str] | None, Desc(description="New input scopes.")] = None,
+        additional_variables: Annotated[JsonObject | None, Desc(description="New additional variables.")] = None,
+        retrieval: Annotated[JsonObject | None, Desc(description="New retrieval configuration.")] = None,
+        contribution: Annotated[JsonObject | None, Desc(description="New contribution configuration.")] = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Updates an existing persistent memory configuration."""
+        updated = s.persistent_memory_update(
+            memory_id, namespace=t.ns(namespace), label=label, description=description, status=status,
+            inputs_scope=inputs_scope, additional_variables=additional_variables, retrieval=retrieval,
+            contribution=contribution,
+        )  # fmt: skip
+        return result(updated, f"updated {memory_id}")
+
+    @tool(False)
+    def persistent_memory_retrieve(
+        memory_id: PM_ID,
+        keywords: Annotated[list[str] | None, Desc(description="Keywords to use in the retrieval query.")] = None,
+        action: Annotated[str | None, Desc(description="Action context, e.g. find, summarize, compare.")] = None,
+        context: Annotated[JsonObject | None, Desc(description="Additional context as key-value pairs.")] = None,
+        query: Annotated[str | None, Desc(description="A direct query string.")] = None,
+        namespace: NS = None,
+    ) -> Any:
+        """Executes a retrieval query on a persistent memory and renders its contribution."""
+        found = s.persistent_memory_retrieve(memory_id, keywords, action, context, query, namespace=t.ns(namespace))
+        return result(found, found["contribution"])
+
+
+KEYS = Annotated[
+    list[JsonObject | str] | None, Desc(description="Keys (objects; a string s means {'key': s}). Exact lookup.")
+]
+TAGS = Annotated[list[str] | None, Desc(description="Tags: an entry must carry every one.")]
+
+
+def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
+    s = t.service
+
+    @tool(True)
+    def memory_store(
+        entries: Annotated[
+            list[JsonObject],
+            Desc(
+                description="MemoryEntry objects: key (object), content (any JSON), tier (working, episodic or "
+                "semantic), tags, source, score (0-1), ttl (seconds, 0 = never)."
+            ),
+        ],  # fmt: skip
+        namespace: NS = None,
+        agent: AGENT = None,
+    ) -> Any:
+        """Store A2E memory entries; each invalid one is reported in errors with its index."""
+        stored = s.store(t.session(namespace, agent), entries)
+        return result(stored, f"stored {len(stored['stored'])}, {len(stored['errors'])} errors")
+
+    @tool(False)
+    def memory_retrieve(
+        keys: KEYS = None,
+        query: Annotated[str, Desc(description="Similarity search text.")] = "",
+        tags: TAGS = None,
+        tier: Annotated[str, Desc(description="working, episodic, semantic, or empty for all.")] = "",
+        limit: Annotated[int, Desc(description="Maximum entries to return (at most 1000).")] = 10,
+        min_score: Annotated[float, Desc(description="Minimum relevance, 0 to 1.")] = 0.0,
+        namespace: NS = None,
+        agent: AGENT = None,
+    ) -> Any:
+        """Retrieve A2E memory entries (all given filters must match), best first, with relevance."""
+        from store.errors import InvalidInput
+
+        if not 0 <= limit <= 1000 or not 0 <= min_score <= 1:
+            raise InvalidInput("limit must be 0..1000 and min_score 0..1")
+        found = s.retrieve(
+            t.session(namespace, agent), keys=keys or [], query=query, tags=tags or [], tier=tier, limit=limit,
+            min_score=min_score,
+        )  # fmt: skip
+        return result(found, f"{len(found['entries'])} of {found['total']} matching")
+
+    @tool(True)
+    def memory_forget(
+        keys: KEYS = None,
+        tags: TAGS = None,
+        tier: Annotated[str, Desc(description="Tier to delete from (default episodic).")] = "episodic",
+        namespace: NS = None,
+        agent: AGENT = None,
+    ) -> Any:
+        """Delete A2E entries of a tier by keys and/or tags (with neither, the whole tier in scope)."""
+        deleted = s.forget(t.session(namespace, agent), keys=keys or [], tags=tags or [], tier=tier)
+        return result({"deleted": deleted}, f"deleted {deleted}")
+
+
+ENTITIES = Annotated[list[JsonObject], Desc(description="Entities: {name, entityType, observations: string[]}.")]
+RELATIONS = Annotated[list[JsonObject], Desc(description="Relations: {from, to, relationType} (active voice).")]
+
+
+def add_graph_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
+    s = t.service
+
+    @tool(True)
+    def create_entities(entities: ENTITIES, namespace: NS = None) -> Any:
+        """Create entities in the knowledge graph (existing names are left alone)."""
+        made = s.kg_create_entities(entities, namespace=t.ns(namespace))
+        return result(made, f"created {len(made)} entities")
+
+    @tool(True)
+    def create_relations(relations: RELATIONS, namespace: NS = None) -> Any:
+        """Create relations between existing entities (existing relations are left alone)."""
+        made = s.kg_create_relations(relations, namespace=t.ns(namespace))
+        return result(made, f"created {len(made)} relations")
+
+    @tool(True)
+    def add_observations(
+        observations: Annotated[list[JsonObject], Desc(description="Items: {entityName, contents: string[]}.")],
+        namespace: NS = None,
+    ) -> Any:
+        """Add observations to existing entities."""
+        return result(s.kg_add_observations(observations, namespace=t.ns(namespace)), "observations added")
+
+    @tool(True)
+    def delete_entities(
+        entityNames: Annotated[list[str], Desc(description="Names of the entities to delete.")], namespace: NS = None
+    ) -> Any:
+        """Delete entities and the relations that touch them."""
+        done = s.kg_delete_entities(entityNames, namespace=t.ns(namespace))
+        return result(done, f"deleted {done['deletedEntities']} entities")
+
+    @tool(True)
+    def delete_observations(
+        deletions: Annotated[list[JsonObject], Desc(description="Items: {entityName, observations: string[]}.")],
+        namespace: NS = None,
+    ) -> Any:
+        """Delete observations from entities."""
+        return result(s.kg_delete_observations(deletions, namespace=t.ns(namespace)), "observations deleted")
+
+    @tool(True)
+    def delete_relations(relations: RELATIONS, namespace: NS = None) -> Any:
+        """Delete relations."""
+        done = s.kg_delete_relations(relations, namespace=t.ns(namespace))
+        return result(done, f"deleted {done['deletedRelations']} relations")
+
+    @tool(False)
+    def read_graph(limit: LIMIT = None, offset: OFFSET = 0, namespace: NS = None) -> Any:
+        """Read the knowledge graph: a page of entities and the relations among them."""
+        graph = s.kg_read_graph(limit, offset, namespace=t.ns(namespace))
+        return result(graph, f"{len(graph['entities'])} entities, {len(graph['relations'])} relations")
+
+    @tool(False)
+    def search_nodes(
+        query: Annotated[str, Desc(description="Text to match against names, types and observations.")],
+        limit: Annotated[int, Desc(description="At most this many entities.")] = 10,
+        namespace: NS = None,
+    ) -> Any:
+        """Search entities by substring and similarity; returns them and the relations among them."""
+        graph = s.kg_search_nodes(query, limit, namespace=t.ns(namespace))
+        return result(graph, f"{len(graph['entities'])} entities")
+
+    @tool(False)
+    def open_nodes(names: Annotated[list[str], Desc(description="Entity names.")], namespace: NS = None) -> Any:
+        """Open entities by name, with the relations among them."""
+        graph = s.kg_open_nodes(names, namespace=t.ns(namespace))
+        return result(graph, f"{len(graph['entities'])} entities")
+
+
+def build_server(service: Any, namespace: str, agent: str, read_only: bool) -> Any:
+    """An MCPServer exposing the tools (only those that do not write, with `read_only`)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    server = MCPServer(
+        name="mem", instructions="Local-first memory: A2E entries, codebolt memories, a knowledge graph."
+    )
+    for fn, writes in build_tools(Tools(service, namespace, agent)):
+        if read_only and writes:
+            continue
+        hints = ToolAnnotations(read_only_hint=not writes, destructive_hint=writes and "delete" in fn.__name__)
+        server.add_tool(fn, annotations=hints)
+    return server
+
+
+def main(service: Any, namespace: str, agent: str, read_only: bool) -> None:
+    build_server(service, namespace, agent, read_only).run("stdio")
