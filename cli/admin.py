@@ -9,7 +9,7 @@ import typer
 
 from .context import state
 from .options import Format
-from .output import emit, emit_one, note
+from .output import emit, note
 
 DEMO = [
     {
@@ -23,12 +23,6 @@ DEMO = [
     {"key": {"topic": "travel"}, "content": "Flying to Lisbon in June for a conference.", "tags": ["work", "travel"]},
 ]
 DEMO_QUERIES = ["what programming style does the user like?", "does the user have a dog?", "upcoming trips"]
-
-
-def gc(fmt: Format = None) -> None:
-    """Checkpoint every shard now: fold journals into TinyDB files, rebuild indexes, purge expired entries."""
-    rewritten = state.service.checkpoint(force=True)
-    emit_one({"checkpointed_shards": rewritten}, fmt)
 
 
 def demo(fmt: Format = None) -> None:

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from . import admin, docs, episodic, kg, kv, memory, persistent, session
+from . import admin, docs, episodic, kg, kv, maintain, memory, persistent, session
 from .context import state
 
 
@@ -58,11 +58,16 @@ def root(
         str | None, typer.Option("--embedder", envvar="MEM_EMBEDDER", help="static (default), minilm or hash.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No informational output.")] = False,
+    redact: Annotated[
+        bool, typer.Option("--redact", envvar="MEM_REDACT", help="Mask secret-shaped strings before storing.")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
     state.home, state.embedder, state.quiet, state._service = home, embedder, quiet, None
+    if redact:
+        os.environ["MEM_REDACT"] = "1"
     ctx.call_on_close(_close_store)
 
 
@@ -86,7 +91,13 @@ app.add_typer(docs.markdown_app, name="markdown")
 app.add_typer(episodic.app, name="episodic")
 app.add_typer(persistent.app, name="persistent")
 app.add_typer(kg.app, name="kg")
-app.command()(admin.gc)
+app.command()(maintain.gc)
+app.command()(maintain.export)
+app.command("import")(maintain.import_)
+app.command()(maintain.stats)
+app.add_typer(maintain.namespaces_app, name="namespaces")
+app.command()(maintain.reindex)
+app.command()(maintain.doctor)
 app.command()(admin.demo)
 app.command("serve-stdio")(admin.serve_stdio)
 app.command("serve-mcp")(admin.serve_mcp)

@@ -14,8 +14,9 @@ errors (`isError`) whose text starts with the error code, never as a crashed ser
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -52,8 +53,14 @@ def result(value: Any, summary: str) -> Any:
     return CallToolResult(content=[TextContent(type="text", text=summary)], structured_content=structured)
 
 
+# The SDK runs sync tools on worker threads, several at once when a client sends concurrent
+# requests; a MemoryService is not thread-safe (shard mirrors, journal offsets, temp file names),
+# so calls into it are made one at a time.
+SERVICE_LOCK = threading.Lock()
+
+
 def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Store errors become MCP tool errors with the error code and message."""
+    """Store errors become MCP tool errors with the error code and message; one call at a time."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     from store.errors import MemError
@@ -61,7 +68,8 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with SERVICE_LOCK:
+                return fn(*args, **kwargs)
         except MemError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from None
 
@@ -417,7 +425,10 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         keys: KEYS = None,
         query: Annotated[str, Desc(description="Similarity search text.")] = "",
         tags: TAGS = None,
-        tier: Annotated[str, Desc(description="working, episodic, semantic, or empty for all.")] = "",
+        tier: Annotated[
+            Literal["", "working", "episodic", "semantic"],
+            Desc(description="working, episodic, semantic, or empty for all."),
+        ] = "",
         limit: Annotated[int, Desc(description="Maximum entries to return (at most 1000).")] = 10,
         min_score: Annotated[float, Desc(description="Minimum relevance, 0 to 1.")] = 0.0,
         namespace: NS = None,
@@ -438,7 +449,9 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
     def memory_forget(
         keys: KEYS = None,
         tags: TAGS = None,
-        tier: Annotated[str, Desc(description="Tier to delete from (default episodic).")] = "episodic",
+        tier: Annotated[
+            Literal["working", "episodic", "semantic"], Desc(description="Tier to delete from (default episodic).")
+        ] = "episodic",
         namespace: NS = None,
         agent: AGENT = None,
     ) -> Any:
@@ -530,7 +543,8 @@ def build_server(service: Any, namespace: str, agent: str, read_only: bool) -> A
     for fn, writes in build_tools(Tools(service, namespace, agent)):
         if read_only and writes:
             continue
-        hints = ToolAnnotations(read_only_hint=not writes, destructive_hint=writes and "delete" in fn.__name__)
+        destructive = writes and ("delete" in fn.__name__ or "forget" in fn.__name__)
+        hints = ToolAnnotations(read_only_hint=not writes, destructive_hint=destructive)
         server.add_tool(fn, annotations=hints)
     return server
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from typing import Annotated
 
@@ -51,7 +52,7 @@ def store(
         entries = read_ndjson(sys.stdin)
     else:
         value = parse_value(content)
-        entry_key = parse_key(key or []) or {"hash": hashlib.sha256(content.encode()).hexdigest()[:16]}
+        entry_key = parse_key(key or []) or {"hash": content_hash(content)}
         entries = [
             {
                 "key": entry_key,
@@ -71,6 +72,16 @@ def store(
     note(f"stored {len(result['stored'])} of {len(entries)}")
     if result["errors"]:
         raise typer.Exit(4)
+
+
+def content_hash(content: str) -> str:
+    """The default key: a hash of the content (of its redacted form when redaction is on, so
+    that no hash of a secret is stored)."""
+    if os.environ.get("MEM_REDACT", "").lower() in ("1", "true", "yes"):
+        from store.redact import redact_text
+
+        content = redact_text(content)
+    return hashlib.sha256(content.encode()).hexdigest()[:16]
 
 
 def read_ndjson(stream) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -101,6 +112,7 @@ def retrieve(
     namespace: Namespace = "default",
     agent: Agent = "default",
     session: SessionId = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Show why each hit ranked.")] = False,
     fmt: Format = None,
     fields: Fields = None,
 ) -> None:
@@ -114,8 +126,10 @@ def retrieve(
         tier=tier,
         limit=limit,
         min_score=min_score,
+        explain=explain,
     )
-    emit(result["entries"], fmt, fields_list(fields), ENTRY_COLUMNS)
+    columns = ENTRY_COLUMNS + (["explain"] if explain else [])
+    emit(result["entries"], fmt, fields_list(fields), columns)
     note(f"{len(result['entries'])} of {result['total']} matching")
 
 

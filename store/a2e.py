@@ -22,8 +22,9 @@ from .embed import encode_vectors
 from .engine import SYSTEM, Engine
 from .errors import InvalidInput, MemoryFull, NotFound, Unauthorized
 from .models import MAX_NAME, TIERS, MemoryEntry, new_id
+from .redact import redact
 from .schemas import entry_text
-from .search import Candidates, Filters, search
+from .search import FUSION, Candidates, Filters, search
 from .shard import Shard
 
 JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
@@ -145,6 +146,13 @@ class A2E:
             self._check_semantic_writer(session, limits)
         if not valid:
             return {"stored": [], "errors": errors}
+        if limits.redact:  # before anything is stored or embedded
+            for _, entry, _ in valid:
+                entry.content, entry.tags, entry.source = (
+                    redact(entry.content),
+                    redact(entry.tags),
+                    redact(entry.source),
+                )
         texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e, _ in valid]
         encoded = encode_vectors(self.engine.embed(texts))
         by_tier: dict[str, list[tuple[MemoryEntry, str, str]]] = {}
@@ -242,8 +250,10 @@ class A2E:
         tier: str = "",
         limit: int = 10,
         min_score: float = 0.0,
+        explain: bool = False,
     ) -> dict[str, Any]:
-        """Entries matching every given filter, best first; `total` counts them before `limit`."""
+        """Entries matching every given filter, best first; `total` counts them before `limit`.
+        With `explain`, each entry says how it ranked (scores, fusion, filters, search path)."""
         now = clock.now()
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
         qvec = self.engine.embed([query])[0] if query else None
@@ -251,7 +261,8 @@ class A2E:
         for name in self._tiers(session, tier):
             shard = self._shard(session, name)
             parts += search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
-        return _rank(parts, limit, min_score)
+        applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
+        return _rank(parts, limit, min_score, applied if explain else None)
 
     def search_namespace(
         self,
@@ -302,7 +313,7 @@ class A2E:
         return len(doomed)
 
 
-def _rank(parts: list[Candidates], limit: int, min_score: float) -> dict[str, Any]:
+def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
     """Merge candidates of several shards: filter on relevance, order, cut to `limit`."""
     parts = [p for p in parts if len(p.rows)]
     if not parts:
@@ -317,9 +328,25 @@ def _rank(parts: list[Candidates], limit: int, min_score: float) -> dict[str, An
     picked = np.flatnonzero(keep)[order]
     entries = []
     for i in picked:
-        doc = parts[owner[i]].doc(int(index[i]))
-        entries.append({**public(doc), "relevance": round(float(relevance[i]), 6)})
+        part, row = parts[owner[i]], int(index[i])
+        entry = {**public(part.doc(row)), "relevance": round(float(relevance[i]), 6)}
+        if explain is not None:
+            entry["explain"] = _explanation(part, row, explain)
+        entries.append(entry)
     return {"entries": entries, "total": total}
+
+
+def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
+    """Why an entry ranked where it did."""
+    if part.vector is None or part.lexical is None:
+        return {"fusion": "no query: relevance is the entry's own score", "filters": filters, "path": part.path}
+    return {
+        "vector": round(float(part.vector[row]), 6),
+        "lexical": round(float(part.lexical[row]), 6),
+        "fusion": FUSION,
+        "path": part.path,
+        "filters": filters,
+    }
 
 
 def check_name(value: Any, what: str) -> None:

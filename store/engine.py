@@ -32,11 +32,13 @@ FORMAT = 1
 class Engine:
     def __init__(self, home: Path, embedder: str | None = None, checkpoints: str | None = None) -> None:
         self.home = home
-        self._wanted_embedder = embedder or os.environ.get("MEM_EMBEDDER") or None
+        self.wanted_embedder = embedder or os.environ.get("MEM_EMBEDDER") or None
         self.checkpoints = checkpoints or os.environ.get("MEM_CHECKPOINTS", "background")
         self._shards: dict[Path, Shard] = {}
         self._locks: dict[Path, FileLock] = {}
         self._embedder: Embedder | None = None
+        self._recorded: dict | None = None
+        self.redact = False  # mask secret-shaped strings in records (set from the config)
 
     # -- embedder ---------------------------------------------------------------------------
 
@@ -45,7 +47,7 @@ class Engine:
         """The store's embedder; a store made with another one must be reindexed first."""
         if self._embedder is None:
             recorded = self.recorded_embedder()
-            name = self._wanted_embedder or (recorded or {}).get("embedder") or DEFAULT
+            name = self.wanted_embedder or (recorded or {}).get("embedder") or DEFAULT
             if recorded and recorded.get("embedder") != name:
                 raise StoreMismatch(
                     f"this store's vectors were made by the {recorded['embedder']!r} embedder, not {name!r}: "
@@ -55,16 +57,29 @@ class Engine:
             self._embedder = get_embedder(name)
         return self._embedder
 
+    @property
+    def dim(self) -> int:
+        """The vectors' dimension, without loading the model when the store has it on record."""
+        recorded = self.recorded_embedder()
+        wanted = self.wanted_embedder
+        if recorded and (wanted is None or wanted == recorded.get("embedder")):
+            return int(recorded["dim"])
+        return self.embedder.dim
+
     def recorded_embedder(self) -> dict | None:
-        try:
-            return orjson.loads((self.home / "store.json").read_bytes())
-        except FileNotFoundError:
-            return None
+        """The embedder the store's vectors were made with (store.json), read once."""
+        if self._recorded is None:
+            try:
+                self._recorded = orjson.loads((self.home / "store.json").read_bytes())
+            except FileNotFoundError:
+                return None
+        return self._recorded
 
     def record_embedder(self, embedder: Embedder) -> None:
         ensure_dir(self.home)
         meta = {"format": FORMAT, "embedder": embedder.name, "dim": embedder.dim}
         write_atomic(self.home / "store.json", orjson.dumps(meta))
+        self._recorded = meta
 
     def embed(self, texts: list[str]) -> np.ndarray:
         embedder = self.embedder
@@ -93,7 +108,7 @@ class Engine:
         folder = self.namespace_dir(namespace) / digest(kind, *scope)
         shard = self._shards.get(folder)
         if shard is None:
-            dim = self.embedder.dim if SCHEMAS[schema].indexed else 0
+            dim = self.dim if SCHEMAS[schema].indexed else 0
             descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope)}
             shard = self._shards[folder] = Shard(folder, SCHEMAS[schema], dim, descriptor)
         shard.refresh()
@@ -131,7 +146,7 @@ class Engine:
         else:
             descriptor = orjson.loads((folder / DESCRIPTOR).read_bytes())
             schema = SCHEMAS[descriptor["schema"]]
-            dim = self.embedder.dim if schema.indexed else 0
+            dim = self.dim if schema.indexed else 0
             shard = self._shards[folder] = Shard(folder, schema, dim, descriptor)
         shard.refresh()
         return shard

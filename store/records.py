@@ -16,11 +16,13 @@ from . import clock
 from .embed import encode_vectors
 from .engine import Engine
 from .errors import InvalidInput, NotFound
+from .redact import redact
 from .schemas import SCHEMAS
 from .shard import Shard
 
 Doc = dict[str, Any]
 MAX_RECORD_BYTES = 1 << 20
+KEPT = {"id", "key", "name", "from", "to", "memoryId", "created_at", "updated_at", "timestamp"}
 
 
 class Collection:
@@ -100,6 +102,8 @@ class Collection:
     def _recs(self, docs: Any) -> list[Doc]:
         recs = []
         for doc in docs:
+            if self.engine.redact:  # before anything is stored or embedded; ids and keys are kept
+                doc = {k: v if k in KEPT else redact(v) for k, v in doc.items()}
             size = len(orjson.dumps(doc))
             if size > MAX_RECORD_BYTES:
                 raise InvalidInput(f"record is {size} bytes, over the {MAX_RECORD_BYTES}-byte limit")

@@ -49,6 +49,7 @@ class Candidates:
     lexical: np.ndarray | None
     updated: np.ndarray
     total: int  # rows that pass the filters, before any cut
+    path: str = "filter"  # how the rows were found: "filter" (no query), "exact" or "index"
 
     def doc(self, i: int) -> dict:
         row = int(self.rows[i])
@@ -57,6 +58,9 @@ class Candidates:
         doc = self.shard.mem.docs[row]
         assert doc is not None
         return doc
+
+
+FUSION = f"{VECTOR_WEIGHT} * max(vector, 0) + {1 - VECTOR_WEIGHT:.1f} * lexical^2"
 
 
 def fuse(vector: np.ndarray, lexical: np.ndarray) -> np.ndarray:
@@ -168,7 +172,8 @@ def _scored(
         vec = shard.seg.similarities(qvec, rows)
     lex = np.minimum(lex_all[rows], 1.0)
     _, updated = _columns(shard, part)
-    return Candidates(shard, part, rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total)
+    path = "index" if part == "seg" and not exhaustive and total > max(EXACT_MAX, fetch) else "exact"
+    return Candidates(shard, part, rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
 
 
 def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:

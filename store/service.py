@@ -7,9 +7,11 @@ an operation itself. Codebolt tools and knowledge-graph operations take a `names
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from . import maintenance, transfer
 from .a2e import A2E, Session
 from .config import load_config
 from .documents import DocumentTools
@@ -29,6 +31,7 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         self.home = Path(home) if home else default_home()
         self.engine = Engine(self.home, embedder, checkpoints)
         self.config = load_config(self.home)
+        self.engine.redact = self.config.base.redact
         self.a2e = A2E(self.engine, self.config)
 
     # -- A2E sessions and scopes ------------------------------------------------------------
@@ -62,6 +65,34 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         return self.a2e.forget(session, **query)
 
     # -- maintenance ------------------------------------------------------------------------
+
+    def export(self, namespace: str | None = None) -> Iterator[bytes]:
+        """The store (or one namespace) as sorted NDJSON lines; see `transfer.py`."""
+        return transfer.export_records(self.engine, namespace)
+
+    def import_records(self, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:
+        """Upsert the lines of an export; `dry_run` only counts what would change."""
+        return transfer.import_records(self.engine, self.a2e, lines, dry_run)
+
+    def stats(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return maintenance.stats(self.engine, namespace)
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        return maintenance.namespaces(self.engine)
+
+    def delete_namespace(self, namespace: str) -> dict[str, Any]:
+        return maintenance.delete_namespace(self.engine, namespace)
+
+    def reindex(
+        self, embedder: str | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, Any]:
+        """Re-embed everything with `embedder` (default: the configured one) and rebuild indexes."""
+        name = embedder or self.engine.wanted_embedder or (self.engine.recorded_embedder() or {}).get("embedder")
+        return maintenance.reindex(self.engine, name or "static", progress)
+
+    def doctor(self, repair: bool = False) -> list[dict[str, Any]]:
+        """Problems found in the store's files (none when healthy); `repair` rebuilds indexes."""
+        return maintenance.doctor(self.engine, repair)
 
     def checkpoint(self, force: bool = False) -> int:
         """Fold every shard's journals into its checkpoint (purging expired entries); returns

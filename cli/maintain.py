@@ -1,0 +1,116 @@
+"""Store-wide commands: export, import, stats, namespaces, reindex, doctor, gc."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .context import state
+from .errors import CliError, invalid_input
+from .options import Fields, Format, fields_list
+from .output import emit, emit_one, note
+from .progress import progress
+
+namespaces_app = typer.Typer(help="List namespaces, or delete one.", no_args_is_help=False, invoke_without_command=True)
+NamespaceOpt = Annotated[str | None, typer.Option("--namespace", "-n", help="Only this namespace.")]
+
+
+def export(
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write (default: stdout).")] = "-",
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Write a lossless, diffable NDJSON dump (sorted lines, sorted keys; expired entries and
+    working tiers left out)."""
+    lines = state.service.export(namespace)
+    out = sys.stdout.buffer if output == "-" else open(output, "wb")  # noqa: SIM115 - closed below
+    try:
+        for line in lines:
+            out.write(line + b"\n")
+    finally:
+        if out is not sys.stdout.buffer:
+            out.close()
+        else:
+            out.flush()
+
+
+def import_(
+    source: Annotated[str, typer.Argument(help="An export file, or - for stdin.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would change.")] = False,
+    fmt: Format = None,
+) -> None:
+    """Read an export back (upsert): prints how many records are new, changed and unchanged."""
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        invalid_input(f"cannot read {source}: {exc.strerror}")
+    with progress("importing") as update:
+        lines = data.splitlines()
+        update(0, len(lines))
+        counts = state.service.import_records(lines, dry_run=dry_run)
+        update(len(lines), len(lines))
+    emit_one({**counts, "dry_run": dry_run}, fmt)
+
+
+def stats(namespace: NamespaceOpt = None, fmt: Format = None, fields: Fields = None) -> None:
+    """Entries, bytes, expired entries and index state, per namespace and kind."""
+    emit(state.service.stats(namespace), fmt, fields_list(fields))
+
+
+@namespaces_app.callback()
+def namespaces(ctx: typer.Context, fmt: Format = None) -> None:
+    """List namespaces with their entries and bytes."""
+    if ctx.invoked_subcommand is None:
+        emit(state.service.namespaces(), fmt)
+
+
+@namespaces_app.command("delete")
+def delete_namespace(
+    name: Annotated[str, typer.Argument(help="The namespace to delete, with everything in it.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a namespace and everything in it (asks first unless --yes)."""
+    if not yes:
+        if not sys.stdin.isatty():
+            raise CliError("refusing to delete without confirmation: pass --yes", 2)
+        typer.confirm(f"Delete namespace {name!r} and everything in it?", abort=True, err=True)
+    state.service.delete_namespace(name)
+    note(f"deleted namespace {name!r}")
+
+
+def reindex(
+    embedder: Annotated[
+        str | None, typer.Option("--embedder", help="static, minilm or hash (default: configured).")
+    ] = None,
+    fmt: Format = None,
+) -> None:
+    """Re-embed every entry and rebuild the indexes (needed after changing the embedder)."""
+    with progress("reindexing shards") as update:
+        result = state.service.reindex(embedder, update)
+    emit_one(result, fmt)
+
+
+def doctor(
+    repair: Annotated[
+        bool, typer.Option("--repair", help="Rebuild derived files (indexes); records untouched.")
+    ] = False,
+    fmt: Format = None,
+) -> None:
+    """Check the store's files and say how to repair; exit 1 when a problem remains."""
+    findings = state.service.doctor(repair)
+    emit(findings, fmt, columns=["where", "problem", "repair"])
+    if not findings:
+        note("store is healthy")
+    elif not repair or any(f["problem"] != "repaired" for f in findings if "readable by others" in f["problem"]):
+        raise typer.Exit(1)
+
+
+def gc(fmt: Format = None) -> None:
+    """Checkpoint every shard now: fold journals into TinyDB files, rebuild indexes, purge expired entries."""
+    with progress("checkpointing") as update:
+        update(0, 1)
+        rewritten = state.service.checkpoint(force=True)
+        update(1, 1)
+    emit_one({"checkpointed_shards": rewritten}, fmt)

@@ -1,0 +1,235 @@
+"""Looking after a store: statistics, namespaces, re-embedding, and a health check.
+
+- `stats`: per namespace and kind, live records and their bytes, expired records still on disk
+  (until the next checkpoint purges them), and the index state: rows in the checkpoint (covered
+  by the Annoy index) and records written since (searched exactly).
+- `delete_namespace`: removes a namespace's folder under its lock.
+- `reindex`: re-embeds every searchable shard with the chosen embedder and rebuilds its
+  checkpoint, holding the namespace's lock for that shard, then records the embedder.
+- `doctor`: checks every file (checkpoints parse with TinyDB and agree with their columns and
+  indexes, journal lines parse, permissions are owner-only, vectors match the recorded
+  embedder) and says how to repair; `repair` rebuilds what is derived, never the records.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from . import checkpoint, clock
+from .embed import get_embedder
+from .engine import Engine
+from .errors import NotFound
+from .journal import Journal
+from .schemas import SCHEMAS
+from .segment import write_segment
+from .shard import DESCRIPTOR, SEG, WAL, Shard, listing
+
+Progress = Callable[[int, int], None]
+
+
+def _shards(engine: Engine, namespace: str | None = None) -> Iterator[tuple[str, dict, Path]]:
+    for name, folder in engine.namespaces():
+        if namespace is None or name == namespace:
+            for descriptor, shard_folder in engine.shard_folders(folder):
+                yield name, descriptor, shard_folder
+
+
+def stats(engine: Engine, namespace: str | None = None) -> list[dict[str, Any]]:
+    now = clock.now()
+    rows = []
+    for name, descriptor, folder in _shards(engine, namespace):
+        shard = engine.open_folder(folder)
+        count, size = shard.usage(now)
+        expired = 0
+        if shard.seg is not None:
+            expired += int(np.count_nonzero(shard.seg.expires <= now))
+        expired += int(np.count_nonzero(shard.mem_alive(now) == 0)) - len(shard.mem.free)
+        rows.append({
+            "namespace": name, "kind": descriptor["kind"], "scope": "/".join(descriptor.get("scope", [])),
+            "entries": count, "bytes": size, "expired": expired,
+            "indexed": shard.seg.n if shard.seg else 0, "pending": len(shard.mem),
+        })  # fmt: skip
+    return rows
+
+
+def namespaces(engine: Engine) -> list[dict[str, Any]]:
+    totals: dict[str, dict[str, Any]] = {}
+    for row in stats(engine):
+        total = totals.setdefault(row["namespace"], {"namespace": row["namespace"], "entries": 0, "bytes": 0})
+        total["entries"] += row["entries"]
+        total["bytes"] += row["bytes"]
+    return sorted(totals.values(), key=lambda r: r["namespace"])
+
+
+def delete_namespace(engine: Engine, namespace: str) -> dict[str, Any]:
+    folder = engine.namespace_dir(namespace)
+    if not (folder / "namespace.json").exists():
+        raise NotFound(f"no namespace {namespace!r}")
+    with engine.lock(namespace):
+        for name in os.listdir(folder):
+            if name != "lock":
+                path = folder / name
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    engine.close()
+    return {"namespace": namespace, "deleted": True}
+
+
+def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict[str, Any]:
+    """Re-embed every searchable shard with embedder `name`, then record it with the store."""
+    embedder = get_embedder(name)
+    targets = [(ns, d, f) for ns, d, f in _shards(engine) if d.get("schema") in ("entries", "entities")]
+    total = 0
+    for done, (namespace, descriptor, folder) in enumerate(targets, 1):
+        with engine.lock(namespace):
+            shard = Shard(folder, engine.open_folder(folder).schema, embedder.dim, descriptor)
+            shard.refresh()
+            docs = list(shard.docs(clock.now()))
+            vectors = embedder.embed([shard.schema.text(d) for d in docs]) if docs else np.zeros((0, embedder.dim))
+            _replace_checkpoint(folder, shard.schema, docs, vectors, embedder.name)
+        total += len(docs)
+        if progress:
+            progress(done, len(targets))
+    engine.close()
+    engine.record_embedder(embedder)
+    engine._embedder = embedder
+    return {"embedder": embedder.name, "dim": embedder.dim, "shards": len(targets), "entries": total}
+
+
+def _replace_checkpoint(folder: Path, schema: Any, docs: list[dict], vectors: np.ndarray | None, embedder: str) -> None:
+    """A new checkpoint holding exactly `docs`, covering every journal so far (the caller holds
+    the lock and has read them all); writers continue in a fresh journal."""
+    segs, wals = listing(folder)
+    gen = max([0, *segs, *wals]) + 1
+    Journal.create(folder / WAL.format(gen + 1), gen + 1)
+    tmp = folder / f"tmp-{gen:08d}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(mode=0o700)
+    write_segment(tmp, docs, vectors, schema, embedder)
+    checkpoint._fsync_tree(tmp)
+    os.rename(tmp, folder / SEG.format(gen))
+    checkpoint._remove_replaced(folder, gen)
+
+
+# -- doctor ---------------------------------------------------------------------------------
+
+
+def doctor(engine: Engine, repair: bool = False) -> list[dict[str, Any]]:
+    """One finding per problem (empty when healthy); with `repair`, derived files are rebuilt."""
+    findings: list[dict[str, Any]] = []
+    recorded = engine.recorded_embedder()
+    findings += _check_permissions(engine.home)
+    for namespace, descriptor, folder in _shards(engine):
+        problems = _check_shard(folder, descriptor, recorded)
+        where = f"{namespace}/{descriptor['kind']}" + (
+            "/" + "/".join(descriptor["scope"]) if descriptor.get("scope") else ""
+        )
+        for problem in problems:
+            findings.append({"where": where, "problem": problem, "repair": "mem doctor --repair (rebuilds indexes)"})
+        if problems and repair:
+            _rebuild(engine, namespace, folder)
+            findings.append({"where": where, "problem": "repaired", "repair": ""})
+    return findings
+
+
+def _check_permissions(home: Path) -> list[dict[str, Any]]:
+    loose = [p for p in [home, *home.rglob("*")] if p.exists() and os.stat(p).st_mode & 0o077]
+    return [
+        {"where": str(p.relative_to(home)) or ".", "problem": f"readable by others ({oct(os.stat(p).st_mode & 0o777)})",
+         "repair": f"chmod go-rwx '{p}'"}
+        for p in loose
+    ]  # fmt: skip
+
+
+def _check_shard(folder: Path, descriptor: dict, recorded: dict | None) -> list[str]:
+    from .storage import read_all
+
+    problems = []
+    segs, wals = listing(folder)
+    for gen in wals:
+        bad = _bad_journal_lines(folder / WAL.format(gen))
+        if bad:
+            problems.append(f"{WAL.format(gen)}: {bad} unreadable lines (skipped when read)")
+    if not segs:
+        return problems
+    seg = folder / SEG.format(segs[-1])
+    try:
+        meta = orjson.loads((seg / "meta.json").read_bytes())
+        count = sum(1 for _ in read_all(seg / "data.json"))
+    except Exception as exc:  # noqa: BLE001 - any failure here is a finding
+        return [*problems, f"{seg.name}: checkpoint unreadable ({exc})"]
+    if count != meta["count"]:
+        problems.append(f"{seg.name}: {count} records but the columns say {meta['count']}")
+    for name in ("offsets", "hashes", "expires", "updated", "scores"):
+        problems += _check_column(seg, name, count)
+    if descriptor.get("schema") in ("entries", "entities") and count:
+        problems += _check_vectors(seg, count, recorded)
+    return problems
+
+
+def _check_column(seg: Path, name: str, count: int) -> list[str]:
+    try:
+        length = len(np.load(seg / f"{name}.npy", mmap_mode="r"))
+    except Exception as exc:  # noqa: BLE001
+        return [f"{seg.name}/{name}.npy unreadable ({exc})"]
+    return [] if length == count else [f"{seg.name}/{name}.npy has {length} rows for {count} records"]
+
+
+def _check_vectors(seg: Path, count: int, recorded: dict | None) -> list[str]:
+    from annoy import AnnoyIndex
+
+    try:
+        vectors = np.load(seg / "vectors.npy", mmap_mode="r")
+        index = AnnoyIndex(vectors.shape[1], "angular")
+        index.load(str(seg / "index.ann"))
+        items = index.get_n_items()
+    except Exception as exc:  # noqa: BLE001
+        return [f"{seg.name}: vectors or index unreadable ({exc})"]
+    problems = []
+    if len(vectors) != count or items != count:
+        problems.append(f"{seg.name}: {len(vectors)} vectors and {items} indexed for {count} records")
+    if recorded and vectors.shape[1] != recorded["dim"]:
+        problems.append(
+            f"{seg.name}: vectors of dimension {vectors.shape[1]}, the store's embedder makes {recorded['dim']}"
+        )
+    return problems
+
+
+def _bad_journal_lines(path: Path) -> int:
+    data = path.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    bad = 0
+    for line in complete.splitlines():
+        try:
+            orjson.loads(line)
+        except orjson.JSONDecodeError:
+            bad += 1
+    return bad
+
+
+def _rebuild(engine: Engine, namespace: str, folder: Path) -> None:
+    """A fresh checkpoint from the records (read through TinyDB, not the derived offsets) and
+    the journals after it, with vectors and indexes made anew."""
+    from .storage import read_all
+
+    with engine.lock(namespace):
+        segs, wals = listing(folder)
+        base = segs[-1] if segs else 0
+        docs = {d["id"]: dict(d) for d in read_all(folder / SEG.format(base) / "data.json")} if segs else {}
+        for gen in (g for g in wals if g > base):
+            for op in Journal(folder / WAL.format(gen), gen).read_new():
+                for rec in op.get("recs", ()):
+                    docs[rec["id"]] = rec["doc"]
+                for rid in op.get("ids", ()):
+                    docs.pop(rid, None)
+        live = [d for d in docs.values() if (d.get("expires_at") or np.inf) > clock.now()]
+        schema = SCHEMAS[orjson.loads((folder / DESCRIPTOR).read_bytes())["schema"]]
+        vectors = engine.embed([schema.text(d) for d in live]) if schema.indexed and live else None
+        _replace_checkpoint(folder, schema, live, vectors, engine.embedder.name)
+    engine.close()
