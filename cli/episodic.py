@@ -76,12 +76,14 @@ def append(
 def query(
     memory_id: Annotated[str | None, typer.Argument(help="The memory's ID (or give --swarm).")] = None,
     swarm: Swarm = None,
-    event_type: Annotated[str | None, typer.Option("--event-type", "-e")] = None,
+    event_type: Annotated[str | None, typer.Option("--event-type", "-e", help="Only this event type.")] = None,
     agent: Annotated[str | None, typer.Option("--agent", "-a", help="Emitting agent.")] = None,
-    team: Annotated[str | None, typer.Option("--team")] = None,
+    team: Annotated[str | None, typer.Option("--team", help="Only this team.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Any of these tags (repeatable).")] = None,
-    last_minutes: Annotated[float | None, typer.Option("--last-minutes", min=0)] = None,
-    last_count: Annotated[int | None, typer.Option("--last-count", min=0)] = None,
+    last_minutes: Annotated[
+        float | None, typer.Option("--last-minutes", min=0, help="Only events of the last N minutes.")
+    ] = None,
+    last_count: Annotated[int | None, typer.Option("--last-count", min=0, help="Only the newest N events.")] = None,
     since: Annotated[str | None, typer.Option("--since", help="ISO 8601 timestamp.")] = None,
     namespace: Namespace = "default",
     fmt: Format = None,

@@ -8,7 +8,8 @@ optional `namespace` (and the A2E ones an `agent`), defaulting to `--namespace` 
 Each tool is a few lines that call one `MemoryService` method: nothing is implemented here.
 
 Results come back as structured content plus a one-line text; store errors come back as tool
-errors (`isError`) whose text starts with the error code, never as a crashed server.
+errors (`isError`) whose text is `Error executing tool <name>: <code>: <message>` (the prefix is
+the SDK's), never as a crashed server.
 """
 
 from __future__ import annotations

@@ -6,13 +6,25 @@ from typing import Annotated, Any
 
 import typer
 
+from .completion import complete_namespace, complete_session
 from .errors import invalid_input
 
-Namespace = Annotated[str, typer.Option("--namespace", "-n", envvar="MEM_NAMESPACE", help="Namespace to work in.")]
+Namespace = Annotated[
+    str,
+    typer.Option(
+        "--namespace", "-n", envvar="MEM_NAMESPACE", help="Namespace to work in.", autocompletion=complete_namespace
+    ),
+]
 Agent = Annotated[str, typer.Option("--agent", "-a", envvar="MEM_AGENT", help="Agent identity (episodic scope).")]
 SessionId = Annotated[
     str | None,
-    typer.Option("--session", "-s", envvar="MEM_SESSION", help="Session from `mem init` (overrides namespace/agent)."),
+    typer.Option(
+        "--session",
+        "-s",
+        envvar="MEM_SESSION",
+        help="Session from `mem init` (overrides namespace/agent).",
+        autocompletion=complete_session,
+    ),
 ]
 Filters = Annotated[str | None, typer.Option("--filter", help='Filter as JSON, e.g. \'{"status": "pending"}\'.')]
 Metadata = Annotated[str | None, typer.Option("--metadata", "-m", help="Metadata as a JSON object.")]

@@ -32,7 +32,7 @@ def _config_options(
 
 
 Label = Annotated[str | None, typer.Option("--label", help="Human-readable name.")]
-Description = Annotated[str | None, typer.Option("--description")]
+Description = Annotated[str | None, typer.Option("--description", help="What this memory is for.")]
 Scope = Annotated[list[str] | None, typer.Option("--scope", help="Input scope (repeatable).")]
 Variables = Annotated[Json, typer.Option("--variables", help="additional_variables as a JSON object.")]
 Retrieval = Annotated[Json, typer.Option("--retrieval", help='e.g. \'{"source_type": "kv", "source_id": "default"}\'.')]
