@@ -43,10 +43,9 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 class HashEmbedder:
     """Signed feature hashing of stemmed words into `dim` buckets: exact and fast, for tests."""
 
-    name = "hash"
-
     def __init__(self, dim: int = 64) -> None:
         self.dim = dim
+        self.name = "hash" if dim == 64 else f"hash:{dim}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         from .lexical import terms

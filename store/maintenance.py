@@ -88,7 +88,8 @@ def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict
     total = 0
     for done, (namespace, descriptor, folder) in enumerate(targets, 1):
         with engine.lock(namespace):
-            shard = Shard(folder, engine.open_folder(folder).schema, embedder.dim, descriptor)
+            # dimension 0: read the records only, not the old vectors (they may have another size)
+            shard = Shard(folder, SCHEMAS[descriptor["schema"]], 0, descriptor)
             shard.refresh()
             docs = list(shard.docs(clock.now()))
             vectors = embedder.embed([shard.schema.text(d) for d in docs]) if docs else np.zeros((0, embedder.dim))

@@ -1,0 +1,151 @@
+"""Export/import, stats, namespaces, reindex, doctor, explain and redaction."""
+
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from store import clock
+from store.errors import NotFound, StoreMismatch
+from store.service import MemoryService
+
+runner = CliRunner()
+
+
+def fill(svc):
+    scope = svc.scope("proj", "alice")
+    svc.store(scope, [
+        {"key": {"k": 1}, "content": {"text": "python packaging notes"}, "tier": "episodic", "tags": ["py"], "score": 0.5},
+        {"key": {"k": 2}, "content": "shared fact", "tier": "semantic", "ttl": 3600, "source": "turn-2"},
+        {"key": {"k": 3}, "content": "expires soon", "tier": "semantic", "ttl": 5},
+    ])  # fmt: skip
+    svc.memory_set("theme", {"mode": "dark"}, namespace="proj")
+    svc.memory_todo_save({"title": "t"}, {"due": "2025-01-01"}, namespace="proj")
+    log = svc.episodic_memory_create("log", namespace="proj")["memoryId"]
+    svc.episodic_memory_append_event(
+        log, {"event_type": "x", "emitting_agent_id": "a", "payload": {"n": 1}}, namespace="proj"
+    )
+    svc.kg_create_entities([{"name": "Ada", "entityType": "person", "observations": ["math"]}], namespace="proj")
+    return scope
+
+
+def test_export_import_export_is_byte_identical(home, tmp_path):
+    fill(MemoryService(home))
+    clock.set_offset(10)  # the 5-second entry has expired: it is not exported
+    first = b"\n".join(MemoryService(home).export()) + b"\n"
+    assert b"expires soon" not in first and b"turn-2" in first
+    lines = first.splitlines()
+    assert lines == sorted(lines, key=lambda line: (orjson.loads(line)["namespace"], orjson.loads(line)["kind"],
+                                                    orjson.loads(line)["scope"], orjson.loads(line)["id"]))  # fmt: skip
+    other = MemoryService(tmp_path / "other")
+    assert other.import_records(lines, dry_run=True) == {"new": len(lines), "changed": 0, "unchanged": 0}
+    assert list(other.export()) == []  # dry run wrote nothing
+    assert other.import_records(lines)["new"] == len(lines)
+    second = b"\n".join(MemoryService(tmp_path / "other").export()) + b"\n"
+    assert second == first
+    assert other.import_records(lines, dry_run=True) == {"new": 0, "changed": 0, "unchanged": len(lines)}
+    imported = other.retrieve(other.scope("proj", "alice"), query="python packaging")["entries"][0]
+    assert imported["key"] == {"k": 1} and imported["score"] == 0.5
+
+
+def test_export_import_through_the_cli(home, tmp_path):
+    fill(MemoryService(home))
+    dump = tmp_path / "dump.ndjson"
+    assert runner.invoke(app, ["export", "--output", str(dump)]).exit_code == 0
+    target = tmp_path / "target"
+    result = runner.invoke(app, ["--home", str(target), "import", str(dump), "--format", "json"])
+    assert result.exit_code == 0 and orjson.loads(result.stdout)["new"] > 5
+    again = runner.invoke(app, ["--home", str(target), "export"])
+    assert again.stdout.encode() == dump.read_bytes()
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"namespace": "x"}\n')
+    assert runner.invoke(app, ["import", str(bad)]).exit_code == 4
+
+
+def test_stats_and_namespaces(home):
+    svc = MemoryService(home)
+    fill(svc)
+    clock.set_offset(10)
+    rows = {(r["kind"], r["scope"]): r for r in svc.stats("proj")}
+    assert rows[("semantic", "")]["entries"] == 1 and rows[("semantic", "")]["expired"] == 1
+    assert rows[("episodic", "alice")]["entries"] == 1 and rows[("kv", "")]["entries"] == 1
+    svc.checkpoint(force=True)
+    after = {(r["kind"], r["scope"]): r for r in MemoryService(home).stats("proj")}
+    assert after[("semantic", "")]["expired"] == 0 and after[("semantic", "")]["indexed"] == 1
+    assert [n["namespace"] for n in svc.namespaces()] == ["proj"]
+    assert svc.delete_namespace("proj") == {"namespace": "proj", "deleted": True}
+    assert MemoryService(home).namespaces() == []
+    with pytest.raises(NotFound):
+        svc.delete_namespace("proj")
+
+
+def test_namespace_delete_asks_for_confirmation(home):
+    fill(MemoryService(home))
+    refused = runner.invoke(app, ["namespaces", "delete", "proj"])
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+    assert runner.invoke(app, ["namespaces", "delete", "proj", "--yes"]).exit_code == 0
+    assert runner.invoke(app, ["namespaces", "--format", "json"]).stdout.strip() == "[]"
+
+
+def test_embedder_mismatch_is_detected_and_reindex_fixes_it(home, monkeypatch):
+    svc = MemoryService(home)
+    scope = fill(svc)
+    monkeypatch.setenv("MEM_EMBEDDER", "hash:32")
+    with pytest.raises(StoreMismatch, match="mem reindex"):
+        MemoryService(home).retrieve(scope, query="python")
+    result = MemoryService(home).reindex("hash:32")
+    assert result["dim"] == 32 and result["entries"] >= 3
+    found = MemoryService(home).retrieve(scope, query="python packaging")["entries"][0]
+    assert found["key"] == {"k": 1}
+    assert orjson.loads((home / "store.json").read_bytes())["dim"] == 32
+
+
+def test_doctor_finds_and_repairs_a_broken_index(home):
+    svc = MemoryService(home)
+    scope = fill(svc)
+    svc.checkpoint(force=True)
+    assert MemoryService(home).doctor() == []
+    index = next(home.rglob("index.ann"))
+    index.write_bytes(b"not an index")
+    os.chmod(next(home.rglob("data.json")), 0o644)
+    findings = MemoryService(home).doctor()
+    problems = " ".join(f["problem"] for f in findings)
+    assert "unreadable" in problems and "readable by others" in problems
+    repaired = MemoryService(home).doctor(repair=True)
+    assert any(f["problem"] == "repaired" for f in repaired)
+    fixed = MemoryService(home)
+    assert [f for f in fixed.doctor() if "readable" not in f["problem"]] == []
+    assert fixed.retrieve(scope, query="python packaging")["entries"][0]["key"] == {"k": 1}
+
+
+def test_explain_says_why(home):
+    svc = MemoryService(home)
+    scope = fill(svc)
+    hit = svc.retrieve(scope, query="python packaging", tags=["py"], explain=True)["entries"][0]
+    why = hit["explain"]
+    assert why["lexical"] == 1.0 and 0 < why["vector"] <= 1 and why["filters"]["tags"] == ["py"]
+    assert hit["relevance"] == pytest.approx(0.7 * why["vector"] + 0.3 * why["lexical"] ** 2, abs=1e-5)
+    plain = svc.retrieve(scope, explain=True)["entries"][0]["explain"]
+    assert "no query" in plain["fusion"]
+    result = runner.invoke(app, ["retrieve", "-n", "proj", "-a", "alice", "-q", "python", "--explain"])
+    assert result.exit_code == 0 and '"explain"' in result.stdout
+
+
+def test_redaction_before_storing_and_embedding(home, monkeypatch):
+    monkeypatch.setenv("MEM_REDACT", "1")
+    svc = MemoryService(home)
+    scope = svc.scope("ns", "a")
+    secret = "sk-ant-" + "x" * 30
+    svc.store(scope, [{"key": "cfg", "content": {"note": f"deploy key {secret}", "password": "password=hunter22"},
+                       "tier": "episodic", "tags": [secret]}])  # fmt: skip
+    svc.memory_set("creds", f"token: {secret}", namespace="ns")
+    svc.memory_json_save({"aws": "AKIAABCDEFGHIJKLMNOP"}, namespace="ns")
+    svc.checkpoint(force=True)
+    on_disk = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    assert secret.encode() not in on_disk and b"hunter22" not in on_disk and b"AKIAABCDEFGHIJKLMNOP" not in on_disk
+    stored = svc.retrieve(scope, keys=["cfg"])["entries"][0]
+    assert stored["content"]["note"] == "deploy key [REDACTED]"
