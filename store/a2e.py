@@ -37,7 +37,10 @@ def canonical_key(key: dict[str, Any] | str) -> str:
         key = {"key": key}
     if not isinstance(key, dict):
         raise InvalidInput(f"a key must be an object (or a string), not {type(key).__name__}")
-    return orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
+    try:
+        return orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError as exc:
+        raise InvalidInput(f"key: {exc}") from None
 
 
 def public(doc: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +123,7 @@ class A2E:
     def _tiers(self, session: Session, tier: str) -> list[str]:
         """The tiers a request covers: the given one, or every tier the session can see."""
         if tier:
-            return [tier]
+            return [_known_tier(tier)]
         return list(TIERS) if session.memory_id else ["episodic", "semantic"]
 
     def _shard(self, session: Session, tier: str) -> Shard:
@@ -174,18 +177,24 @@ class A2E:
 
     def _validate(self, entries: list[Any], limits: Limits) -> tuple[list[tuple[int, MemoryEntry, str]], list[str]]:
         """(index, entry, record id) of the valid entries, and an error line for each other one."""
-        valid, errors = [], []
+        valid: list[tuple[int, MemoryEntry, str]] = []
+        errors: list[str] = []
         for i, raw in enumerate(entries):
             try:
                 entry = MemoryEntry.model_validate(raw)
             except ValidationError as exc:
                 errors.append(f"entries[{i}]: {_first_error(exc)}")
                 continue
-            size = len(orjson.dumps(entry.content))
+            try:
+                size = len(orjson.dumps(entry.content))
+                rid = canonical_key(entry.key)
+            except (orjson.JSONEncodeError, InvalidInput) as exc:  # e.g. nested deeper than 254 levels
+                errors.append(f"entries[{i}]: {exc if isinstance(exc, InvalidInput) else f'content: {exc}'}")
+                continue
             if size > limits.max_entry_bytes:
                 errors.append(f"entries[{i}]: content is {size} bytes, over the {limits.max_entry_bytes}-byte limit")
                 continue
-            valid.append((i, entry))
+            valid.append((i, entry, rid))
         return _last_write_wins(valid), errors
 
     def _put_recs(
@@ -301,6 +310,7 @@ class A2E:
         tier: str = "episodic",
     ) -> int:
         """Delete the entries of `tier` matching the keys and tags (all of them if neither)."""
+        _known_tier(tier)
         if tier == "semantic":
             self._check_semantic_writer(session, self.config.for_namespace(session.namespace))
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
@@ -349,17 +359,22 @@ def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
     }
 
 
+def _known_tier(tier: Any) -> str:
+    if tier not in TIERS:
+        raise InvalidInput(f"tier must be one of {', '.join(TIERS)}, not {tier!r}", {"field": "tier"})
+    return tier
+
+
 def check_name(value: Any, what: str) -> None:
     """Names may be any text but empty, over-long or containing NUL (they are never paths)."""
     if not isinstance(value, str) or not value or len(value) > MAX_NAME or "\x00" in value:
         raise InvalidInput(f"{what} must be 1 to {MAX_NAME} characters without NUL", {"field": what})
 
 
-def _last_write_wins(valid: list[tuple[int, MemoryEntry]]) -> list[tuple[int, MemoryEntry, str]]:
+def _last_write_wins(valid: list[tuple[int, MemoryEntry, str]]) -> list[tuple[int, MemoryEntry, str]]:
     """Within one batch, a key stored twice in a tier keeps its last value."""
     latest: dict[tuple[str, str], tuple[int, MemoryEntry, str]] = {}
-    for i, entry in valid:
-        rid = canonical_key(entry.key)
+    for i, entry, rid in valid:
         latest[(entry.tier, rid)] = (i, entry, rid)
     return sorted(latest.values(), key=lambda item: item[0])
 

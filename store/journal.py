@@ -70,13 +70,19 @@ class Journal:
             self._cut_torn_tail(fd, end)
         line = orjson.dumps(op) + b"\n"
         try:
-            if os.pwrite(fd, line, end) != len(line):
-                raise OSError(errno.ENOSPC, f"short write to {self.path.name}")
-            os.fdatasync(fd)
+            written = os.pwrite(fd, line, end)
         except BaseException:
-            _truncate_quietly(fd, end)  # not acknowledged: leave no trace of it
+            _truncate_quietly(fd, end)  # a part of the line may be there: remove it
             raise
+        if written != len(line):
+            _truncate_quietly(fd, end)
+            raise OSError(errno.ENOSPC, f"short write to {self.path.name}")
         self._written = end + len(line)
+        # A failed fdatasync leaves the line where it is: readers (which take no lock) may have
+        # seen it already, so cutting it would make their view diverge from the file. The write
+        # is reported as failed and its outcome is unknown, as after a timeout; a retry of the
+        # same key is an idempotent upsert.
+        os.fdatasync(fd)
 
     def _cut_torn_tail(self, fd: int, end: int) -> None:
         """Drop bytes past the last complete line: a writer died while writing them."""

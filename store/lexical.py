@@ -12,7 +12,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -228,10 +228,14 @@ class SegmentLexicon:
     FILES = ("lex_ptr.npy", "lex_rows.npy", "lex_tf.npy", "doclen.npy")
 
     def __init__(self, folder: Path) -> None:
-        self.vocab: dict[str, int] = orjson.loads((folder / "lex_vocab.json").read_bytes())
+        self._vocab_raw = (folder / "lex_vocab.json").read_bytes()  # parsed on first use
         ptr, rows, tf, doclen = (np.asarray(np.load(folder / f, mmap_mode="r")) for f in self.FILES)
         self.ptr, self.rows, self.tf, self.doclen = ptr, rows, tf, doclen
         self.total_len = float(doclen.sum()) if len(doclen) else 0.0
+
+    @cached_property
+    def vocab(self) -> dict[str, int]:
+        return orjson.loads(self._vocab_raw)
 
     def df(self, term: str) -> int:
         tid = self.vocab.get(term)

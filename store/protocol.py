@@ -75,12 +75,12 @@ class Protocol:
         kind = data.get("type")
         model = REQUESTS.get(kind) if isinstance(kind, str) else None
         if model is None or not isinstance(kind, str):
-            return error(req_id, "invalid_message", f"unknown message type {kind!r}")
+            what = f"unknown message type {kind!r}" if isinstance(kind, str) else "`type` must be a string"
+            return error(req_id, "invalid_message", what)
         version = data.get("version", VERSION)
         if not isinstance(version, str) or version.split(".")[0] != VERSION.split(".")[0]:
-            return error(
-                req_id, "version_mismatch", f"version {version!r} is not supported (this host speaks {VERSION})"
-            )
+            shown = repr(version) if isinstance(version, str) else "that is not a string"
+            return error(req_id, "version_mismatch", f"version {shown} is not supported (this host speaks {VERSION})")
         try:
             msg = model.model_validate(data)
         except ValidationError as exc:
@@ -114,9 +114,12 @@ class Protocol:
     # -- memory -----------------------------------------------------------------------------
 
     def _memory_init_req(self, msg: InitRequest) -> dict[str, Any]:
-        agent = msg.scope.get("agent") or self.agent_id or "default"
-        if not isinstance(agent, str):
-            raise InvalidInput("scope.agent must be a string")
+        agent = msg.scope.get("agent", None)
+        if agent is not None and (not isinstance(agent, str) or not agent):
+            raise InvalidInput("scope.agent must be a non-empty string", {"field": "scope.agent"})
+        if self.auth_secret and agent not in (None, self.agent_id):  # the token vouches for agent_id only
+            raise Unauthorized(f"this connection is authenticated as {self.agent_id!r}, not {agent!r}")
+        agent = agent or self.agent_id or "default"
         session = self.service.init(msg.namespace, agent)
         self.session_ids.append(session.memory_id)
         return {"memory_id": session.memory_id, "namespace": msg.namespace, "success": True}

@@ -179,6 +179,7 @@ def _scored(
 def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:
     if part == "seg":
         assert shard.seg is not None
+        assert shard.seg.lexicon is not None
         return shard.seg.lexicon.scores(weights, avgdl)
     assert shard.mem.lexicon is not None
     return shard.mem.lexicon.scores(weights, avgdl, shard.mem.n)

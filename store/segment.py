@@ -76,18 +76,26 @@ def write_segment(
 
 
 class Segment:
-    """Read access to a checkpoint folder; big arrays are memory-mapped, the rest loaded lazily."""
+    """Read access to a checkpoint folder: big arrays memory-mapped, small files read at once."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.gen = int(folder.name.split("-")[1])
         self.meta = orjson.loads((folder / "meta.json").read_bytes())
         self.n = int(self.meta["count"])
+        # Every file is opened (mapped or read) now: a checkpoint may delete this folder at any
+        # time, and what is open stays readable, where a lazy open would fail.
         self.offsets = self._array("offsets")
         self.expires = self._array("expires")
         self.updated = self._array("updated")
         self.scores = self._array("scores")
+        self._hashes = self._array("hashes"), self._array("hash_order")
+        self._tags_raw = (folder / "tags.json").read_bytes()
         self._records = RecordFile(folder / DATA)
+        dim = int(self.meta["dim"])
+        self.vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
+        self.lexicon = SegmentLexicon(folder) if dim else None
+        self.index = ann.Index(folder, dim) if dim and self.n else None
 
     def _array(self, name: str) -> np.ndarray:
         """A memory-mapped column, as a plain ndarray view (indexing np.memmap is much slower)."""
@@ -98,16 +106,8 @@ class Segment:
         return np.asarray(self.offsets[:, 1] - self.offsets[:, 0])
 
     @cached_property
-    def _hashes(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._array("hashes"), self._array("hash_order")
-
-    @cached_property
     def tags(self) -> dict[str, list[int]]:
-        return orjson.loads((self.folder / "tags.json").read_bytes())
-
-    @cached_property
-    def vectors(self) -> np.ndarray:
-        return self._array("vectors")
+        return orjson.loads(self._tags_raw)
 
     @cached_property
     def _vectors32(self) -> np.ndarray:
@@ -125,14 +125,6 @@ class Segment:
         for start in range(0, self.n, 8192):
             out[start : start + 8192] = np.asarray(self.vectors[start : start + 8192], dtype=np.float32) @ query
         return out
-
-    @cached_property
-    def lexicon(self) -> SegmentLexicon:
-        return SegmentLexicon(self.folder)
-
-    @cached_property
-    def index(self) -> ann.Index | None:
-        return ann.Index(self.folder, int(self.meta["dim"])) if self.n else None
 
     def doc(self, row: int) -> dict[str, Any]:
         start, end = self.offsets[row]
@@ -157,5 +149,5 @@ class Segment:
 
     def close(self) -> None:
         self._records.close()
-        if "index" in self.__dict__ and self.index is not None:
+        if self.index is not None:
             self.index.close()
