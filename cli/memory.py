@@ -13,6 +13,7 @@ from .context import state
 from .errors import invalid_input
 from .options import Agent, Fields, Format, Limit, Namespace, SessionId, fields_list, parse_key, parse_value, scope
 from .output import emit, emit_one, note
+from .progress import progress
 
 ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
 Tier = Annotated[str, typer.Option("--tier", "-t", help="working, episodic or semantic.")]
@@ -64,7 +65,8 @@ def store(
                 "ttl": ttl,
             }
         ]
-    result = state.service.store(scope(namespace, agent, session), entries)
+    with progress(f"storing {len(entries)} entries") as update:
+        result = state.service.store(scope(namespace, agent, session), entries, update if len(entries) > 1000 else None)
     for error in result["errors"]:
         sys.stderr.write(f"mem: error: {error}\n")
     if not state.quiet:

@@ -8,7 +8,7 @@ so storing an existing key in the same scope updates it, keeping `created_at`.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,8 @@ from .schemas import entry_text
 from .search import FUSION, Candidates, Filters, search
 from .shard import Shard
 
+Progress = Callable[[int, int], None]
+EMBED_BATCH = 2000
 JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 
@@ -141,8 +143,11 @@ class A2E:
 
     # -- store ------------------------------------------------------------------------------
 
-    def store(self, session: Session, entries: list[Any], keep_timestamps: bool = False) -> dict[str, Any]:
-        """Store the valid entries in one go; report each invalid one in `errors` by index."""
+    def store(
+        self, session: Session, entries: list[Any], keep_timestamps: bool = False, progress: Progress | None = None
+    ) -> dict[str, Any]:
+        """Store the valid entries in one go; report each invalid one in `errors` by index.
+        `progress(done, total)` is called as the entries are embedded (the long part of a bulk store)."""
         limits = self.config.for_namespace(session.namespace)
         valid, errors = self._validate(entries, limits)
         if any(e.tier == "semantic" for _, e, _ in valid):
@@ -157,7 +162,7 @@ class A2E:
                     redact(entry.source),
                 )
         texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e, _ in valid]
-        encoded = encode_vectors(self.engine.embed(texts))
+        encoded = self._embed(texts, progress)
         by_tier: dict[str, list[tuple[MemoryEntry, str, str]]] = {}
         for (_, entry, rid), vec in zip(valid, encoded, strict=True):
             by_tier.setdefault(entry.tier, []).append((entry, rid, vec))
@@ -174,6 +179,15 @@ class A2E:
         for shard in shards.values():
             self.engine.after_write(shard)
         return {"stored": [e.key for _, e, _ in valid], "errors": errors}
+
+    def _embed(self, texts: list[str], progress: Progress | None) -> list[str]:
+        if progress is None:
+            return encode_vectors(self.engine.embed(texts))
+        encoded: list[str] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            encoded += encode_vectors(self.engine.embed(texts[start : start + EMBED_BATCH]))
+            progress(len(encoded), len(texts))
+        return encoded
 
     def _validate(self, entries: list[Any], limits: Limits) -> tuple[list[tuple[int, MemoryEntry, str]], list[str]]:
         """(index, entry, record id) of the valid entries, and an error line for each other one."""

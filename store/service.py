@@ -55,8 +55,11 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
 
     # -- A2E memory -------------------------------------------------------------------------
 
-    def store(self, session: Session, entries: list[Any]) -> dict[str, Any]:
-        return self.a2e.store(session, entries)
+    def store(
+        self, session: Session, entries: list[Any], progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, Any]:
+        """Store A2E entries (`memory/store`); `progress(done, total)` follows a bulk store."""
+        return self.a2e.store(session, entries, progress=progress)
 
     def retrieve(self, session: Session, **query: Any) -> dict[str, Any]:
         return self.a2e.retrieve(session, **query)

@@ -107,3 +107,19 @@ def test_scope_from_environment(home, monkeypatch):
 def test_demo_runs(home):
     r = mem("demo", "--format", "ndjson")
     assert r.exit_code == 0 and len(lines(r)) == 6
+
+
+def test_table_output_has_no_colour_codes_with_no_color(home, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("FORCE_COLOR", "")
+    mem("store", "--key", "k=1", "--tag", "t", "some content")
+    result = mem("retrieve", "--format", "table")
+    assert result.exit_code == 0 and "some content" in result.stdout and "\x1b[" not in result.stdout
+
+
+def test_quiet_silences_notes_but_not_data(home):
+    mem("store", "--key", "a", "hello")
+    loud = mem("retrieve")
+    quiet = runner.invoke(app, ["--quiet", "retrieve"])
+    assert "matching" in loud.stderr and quiet.stderr == "" and quiet.stdout == loud.stdout
+    assert runner.invoke(app, ["--quiet", "store", "--key", "b", "x"]).stdout == ""
