@@ -193,7 +193,7 @@ def _index_candidates(
     share = max(np.count_nonzero(mask) / len(mask), 1e-3)  # the filters keep this share: fetch more
     want = min(int(fetch / share), len(mask))
     near = shard.seg.index.nearest(qvec, want)
-    if len(matched) > want:
+    if len(matched) > want:  # the BM25 leaders (matched may repeat rows: the union removes them)
         matched = matched[np.argpartition(-lex[matched], want - 1)[:want]]
     rows = np.union1d(near, matched)
     return rows[mask[rows]]
