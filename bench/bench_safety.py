@@ -124,6 +124,13 @@ def count_present(home: Path, namespace: str, keys: set[tuple[str, str]]) -> int
 # -- (a) concurrency ------------------------------------------------------------------------------
 
 
+def report(worker: str, output: str | bytes) -> None:
+    """The last line of a failed writer's output, on stderr: the table only counts failures."""
+    text = output.decode(errors="replace") if isinstance(output, bytes) else output
+    lines = text.strip().splitlines()
+    print(f"# writer {worker} failed: {lines[-1][:300] if lines else '(no output)'}", file=sys.stderr, flush=True)
+
+
 def library_writer(home: Path, args: argparse.Namespace, worker: str) -> tuple[set, int]:
     out = subprocess.run(
         [sys.executable, "-c", LIBRARY_WRITER, worker, str(args.writes), NS, worker, "semantic"],
@@ -132,6 +139,8 @@ def library_writer(home: Path, args: argparse.Namespace, worker: str) -> tuple[s
         cwd=ROOT,
     )
     acked = {(worker, x.decode()) for x in out.stdout.splitlines()}
+    if out.returncode:
+        report(worker, out.stderr)
     return acked, int(out.returncode != 0)
 
 
@@ -146,7 +155,8 @@ def stdio_writer(home: Path, args: argparse.Namespace, worker: str) -> tuple[set
             try:
                 if client.call("memory/store/req", memory_id=mid, entries=[entry])["stored"] == [key]:
                     acked.add((worker, str(i)))
-            except RuntimeError:
+            except RuntimeError as exc:
+                report(worker, str(exc))
                 errors += 1
     finally:
         client.close()
@@ -161,6 +171,8 @@ def shell_writer(home: Path, args: argparse.Namespace, worker: str) -> tuple[set
         cmd = mem_cmd("store", "-n", NS, "-a", worker, "-t", "semantic", "-k", f"w={worker}", "-k", f"i={i}", f"n {i}")
         out = subprocess.run(cmd, capture_output=True, env=env)
         errors += out.returncode != 0
+        if out.returncode:
+            report(worker, out.stderr)
         acked |= {(r["key"]["w"], r["key"]["i"]) for r in map(orjson.loads, out.stdout.splitlines())}
     for start in range(singles, args.writes, 25):
         batch = [
@@ -170,6 +182,8 @@ def shell_writer(home: Path, args: argparse.Namespace, worker: str) -> tuple[set
         body = b"".join(orjson.dumps(e) + b"\n" for e in batch)
         out = subprocess.run(mem_cmd("store", "-", "-n", NS, "-a", worker), input=body, capture_output=True, env=env)
         errors += out.returncode != 0
+        if out.returncode:
+            report(worker, out.stderr)
         acked |= {(r["key"]["w"], r["key"]["i"]) for r in map(orjson.loads, out.stdout.splitlines()) if r["stored"]}
     return acked, errors
 
@@ -553,6 +567,10 @@ def main() -> None:
         rows += [(name, figure, value) for figure, value in part(base, args).items()]
         print(f"# {name} done", file=sys.stderr, flush=True)
     failed = 0
+    print(
+        f"# seed {args.seed}: {args.writers} writers x {args.writes} writes, {args.kills} kills, "
+        f"{args.fuzz} wire lines; checkpoints {args.checkpoints} from {args.checkpoint_bytes} journal bytes"
+    )
     print(f"{'part':12} {'figure':32} {'measured':>12}  target")
     for name, figure, value in rows:
         target = f"== {args.kills}" if figure == "kills" else TARGETS.get(figure, "")

@@ -6,6 +6,7 @@ written since are searched exactly (see `search.py`). This is the only module th
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Literal
 
@@ -42,7 +43,13 @@ class Index:
         from annoy import AnnoyIndex
 
         self._index = AnnoyIndex(dim, METRIC)
-        self._index.load(str(folder / FILE), prefault=False)
+        path = folder / FILE
+        try:
+            self._index.load(str(path), prefault=False)
+        except OSError as exc:  # Annoy says "Unable to open": a checkpoint removed the file meanwhile
+            if not path.exists():
+                raise FileNotFoundError(errno.ENOENT, "removed by a checkpoint", str(path)) from exc
+            raise
         self.trees = self._index.get_n_trees()
 
     def nearest(self, query: np.ndarray, k: int) -> np.ndarray:

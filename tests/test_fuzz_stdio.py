@@ -328,12 +328,6 @@ def deep(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
-@pytest.mark.xfail(
-    reason="BUG: JSON nested deeper than orjson can serialise (255..1024 levels) inside a message is "
-    "answered `runtime_error` instead of the field's error (store/a2e.py _validate/canonical_key, "
-    "store/protocol.py _dispatch repr)",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "make, expect",
     [
@@ -372,12 +366,6 @@ def test_deep_json_inside_a_message_gets_the_fields_error(service, make, expect)
         assert reply["errors"] and reply["errors"][0].startswith("entries[0]")
 
 
-@pytest.mark.xfail(
-    reason="BUG: memory/init/req with a falsy non-string scope.agent (0, false, [], {}) silently opens a "
-    "session as the handshake's agent or 'default' instead of answering schema_violation "
-    "(store/protocol.py Protocol._memory_init_req: `msg.scope.get('agent') or ...`)",
-    strict=True,
-)
 @pytest.mark.parametrize("agent", [0, False, [], {}], ids=["zero", "false", "list", "object"])
 def test_a_scope_agent_of_the_wrong_type_is_a_schema_violation(service, agent):
     proto = Protocol(service)

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_ruff():
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "store", "cli", "tests", "bench"],
+        [sys.executable, "-m", "ruff", "check", "store", "cli", "tests", "bench", "scripts"],
         cwd=ROOT,
         capture_output=True,
         text=True,

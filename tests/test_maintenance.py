@@ -19,7 +19,8 @@ runner = CliRunner()
 def fill(svc):
     scope = svc.scope("proj", "alice")
     svc.store(scope, [
-        {"key": {"k": 1}, "content": {"text": "python packaging notes"}, "tier": "episodic", "tags": ["py"], "score": 0.5},
+        {"key": {"k": 1}, "content": {"text": "python packaging notes"}, "tier": "episodic", "tags": ["py"],
+         "score": 0.5},
         {"key": {"k": 2}, "content": "shared fact", "tier": "semantic", "ttl": 3600, "source": "turn-2"},
         {"key": {"k": 3}, "content": "expires soon", "tier": "semantic", "ttl": 5},
     ])  # fmt: skip

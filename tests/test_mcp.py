@@ -632,12 +632,6 @@ def test_serve_mcp_without_the_extra_says_what_to_install(tmp_path):
 # -- found while writing these tests ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: A2E._shard takes any tier other than working/episodic as semantic, so retrieve/forget with an "
-    "unknown tier read or delete the semantic tier (bypassing semantic_writers); `mem forget --tier typo` "
-    "empties it. serve-mcp now refuses unknown tiers in its schema; the store should refuse them too.",
-)
 def test_store_refuses_an_unknown_tier(service):
     scope = service.scope("default", "default")
     service.store(scope, [{"key": {"k": 1}, "content": "shared fact", "tier": "semantic"}])

