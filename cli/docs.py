@@ -1,12 +1,12 @@
 """`mem json|todo|markdown save|update|delete|list`: the codebolt document memories.
 
-No `from __future__ import annotations` here: the json and todo groups are made by one factory
-whose option help texts are built at run time, so their annotations must be evaluated eagerly.
+No `from __future__ import annotations` here: the groups are made by one factory whose option
+help texts are built at run time, so their annotations must be evaluated eagerly.
 """
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,37 +17,16 @@ from .options import parse_json_object as parse_object
 from .output import emit, show
 
 MemoryId = Annotated[str, typer.Argument(help="The memory ID printed by save or list.")]
-COLUMNS = {
-    "json": ["memoryId", "json", "metadata", "updated_at"],
-    "todo": ["memoryId", "todo", "metadata", "updated_at"],
-}
+COLUMNS = {kind: ["memoryId", kind, "metadata", "updated_at"] for kind in ("json", "todo", "markdown")}
 
 
-def object_app(kind: str, noun: str) -> typer.Typer:
-    """The save/update/delete/list group for JSON objects (`json`) or todos (`todo`)."""
-    app = typer.Typer(help=f"{noun.capitalize()} memories (memory_{kind}_*).", no_args_is_help=True)
+def memory_app(kind: str, noun: str, objects: bool = True) -> typer.Typer:
+    """The save/update/delete/list group of `json`, `todo` or `markdown` memories (markdown
+    adds its own save and update, which read text rather than a JSON object)."""
+    app = typer.Typer(help=f"{noun} memories (memory_{kind}_*).", no_args_is_help=True)
     service = lambda: state.service  # noqa: E731 - opened on first use
-
-    @app.command("save")
-    def save(
-        body: Annotated[str, typer.Argument(help=f"The {noun} as a JSON object.")],
-        metadata: Metadata = None,
-        namespace: Namespace = "default",
-        fmt: Format = None,
-    ) -> None:
-        """Save and print the record with its new memoryId."""
-        method = getattr(service(), f"memory_{kind}_save")
-        show(method(parse_object(body, kind), optional_object(metadata, "--metadata"), namespace=namespace), fmt)
-
-    @app.command("update")
-    def update(
-        memory_id: MemoryId,
-        body: Annotated[str, typer.Argument(help="The new JSON object.")],
-        namespace: Namespace = "default",
-        fmt: Format = None,
-    ) -> None:
-        """Replace the object (keeps the memoryId); exit 3 if the ID is unknown."""
-        show(getattr(service(), f"memory_{kind}_update")(memory_id, parse_object(body, kind), namespace=namespace), fmt)
+    if objects:
+        add_object_commands(app, kind, noun, service)
 
     @app.command("delete")
     def delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
@@ -73,9 +52,34 @@ def object_app(kind: str, noun: str) -> typer.Typer:
     return app
 
 
-json_app = object_app("json", "JSON")
-todo_app = object_app("todo", "todo")
-markdown_app = typer.Typer(help="Markdown memories (memory_markdown_*).", no_args_is_help=True)
+def add_object_commands(app: typer.Typer, kind: str, noun: str, service: Any) -> None:
+    """`save` and `update` for memories whose body is a JSON object."""
+
+    @app.command("save")
+    def save(
+        body: Annotated[str, typer.Argument(help=f"The {noun.lower()} as a JSON object.")],
+        metadata: Metadata = None,
+        namespace: Namespace = "default",
+        fmt: Format = None,
+    ) -> None:
+        """Save and print the record with its new memoryId."""
+        method = getattr(service(), f"memory_{kind}_save")
+        show(method(parse_object(body, kind), optional_object(metadata, "--metadata"), namespace=namespace), fmt)
+
+    @app.command("update")
+    def update(
+        memory_id: MemoryId,
+        body: Annotated[str, typer.Argument(help="The new JSON object.")],
+        namespace: Namespace = "default",
+        fmt: Format = None,
+    ) -> None:
+        """Replace the object (keeps the memoryId); exit 3 if the ID is unknown."""
+        show(getattr(service(), f"memory_{kind}_update")(memory_id, parse_object(body, kind), namespace=namespace), fmt)
+
+
+json_app = memory_app("json", "JSON")
+todo_app = memory_app("todo", "Todo")
+markdown_app = memory_app("markdown", "Markdown", objects=False)
 Source = Annotated[str | None, typer.Argument(help="A markdown file, or - for stdin.")]
 Text = Annotated[str | None, typer.Option("--text", "-t", help="The markdown itself.")]
 
@@ -122,27 +126,3 @@ def markdown_update(
     markdown = read_markdown(source, text)
     meta = optional_object(metadata, "--metadata")
     show(state.service.memory_markdown_update(memory_id, markdown, meta, namespace=namespace), fmt)
-
-
-@markdown_app.command("delete")
-def markdown_delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
-    """Delete it; exit 3 if the ID is unknown."""
-    result = state.service.memory_markdown_delete(memory_id, namespace=namespace)
-    if not state.quiet:
-        show(result, fmt)
-
-
-@markdown_app.command("list")
-def markdown_list(
-    filter_: Filters = None,
-    limit: ListLimit = 100,
-    offset: Offset = 0,
-    namespace: Namespace = "default",
-    fmt: Format = None,
-    fields: Fields = None,
-) -> None:
-    """List markdown memories, newest first, optionally filtered."""
-    records = state.service.memory_markdown_list(
-        optional_object(filter_, "--filter"), limit=limit, offset=offset, namespace=namespace
-    )
-    emit(records, fmt, fields_list(fields), ["memoryId", "markdown", "metadata", "updated_at"])

@@ -87,21 +87,10 @@ def content_hash(content: str) -> str:
 
 
 def read_ndjson(stream) -> list[dict]:  # type: ignore[no-untyped-def]
-    """One JSON object per line; blank lines skipped; a bad line names its number."""
-    import orjson
+    """One JSON object per line; blank lines skipped; a bad line names its number (exit 4)."""
+    from store.ndjson import objects
 
-    records = []
-    for number, line in enumerate(stream, 1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            invalid_input(f"line {number}: not JSON ({exc})")
-        if not isinstance(value, dict):
-            invalid_input(f"line {number}: expected a JSON object")
-        records.append(value)
-    return records
+    return [value for _, value in objects(stream)]
 
 
 def retrieve(

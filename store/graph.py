@@ -19,6 +19,7 @@ import orjson
 from . import clock
 from .documents import page
 from .errors import InvalidInput, NotFound
+from .ndjson import objects
 from .records import Collection, Doc
 from .search import Filters, search
 
@@ -131,14 +132,8 @@ class GraphTools:
         """Load an MCP memory server JSONL file (entities first, so relations find their ends)."""
         entities: list[Any] = []
         relations: list[Any] = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                item = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise InvalidInput(f"line {number}: not JSON ({exc})") from None
-            kind = item.pop("type", None) if isinstance(item, dict) else None
+        for number, item in objects(lines):
+            kind = item.pop("type", None)
             if kind not in ("entity", "relation"):
                 raise InvalidInput(f"line {number}: expected an object with type entity or relation")
             (entities if kind == "entity" else relations).append(item)

@@ -25,6 +25,7 @@ from .a2e import A2E, Session, public
 from .engine import Engine
 from .errors import InvalidInput
 from .kinds import A2E_TIERS, schema_of
+from .ndjson import objects
 from .records import Collection
 
 Record = dict[str, Any]
@@ -80,14 +81,8 @@ def _write(
 
 
 def _parse(lines: Iterable[bytes | str]) -> Iterator[Record]:
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidInput(f"line {number}: not JSON ({exc})") from None
-        if not isinstance(record, dict) or not {"namespace", "kind", "scope", "doc"} <= record.keys():
+    for number, record in objects(lines):
+        if not {"namespace", "kind", "scope", "doc"} <= record.keys():
             raise InvalidInput(f"line {number}: expected namespace, kind, scope and doc")
         if record["kind"] == "working" or not isinstance(record["doc"], dict) or "id" not in record["doc"]:
             raise InvalidInput(f"line {number}: not an exported record")
