@@ -17,12 +17,15 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 def commands() -> Iterator[tuple[str, Any]]:
     """(full name, click command) for every leaf command, in order."""
+    import typer
     import typer.main
 
     from .main import app
 
     def walk(prefix: str, group: Any) -> Iterator[tuple[str, Any]]:
-        for name, command in group.commands.items():
+        ctx = typer.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
             full = f"{prefix} {name}"
             if getattr(command, "commands", None):
                 if command.callback is not None and getattr(command, "invoke_without_command", False):
