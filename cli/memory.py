@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from typing import Annotated
@@ -79,6 +78,8 @@ def store(
 def content_hash(content: str) -> str:
     """The default key: a hash of the content (of its redacted form when redaction is on, so
     that no hash of a secret is stored)."""
+    import hashlib
+
     if os.environ.get("MEM_REDACT", "").lower() in ("1", "true", "yes"):
         from store.redact import redact_text
 
