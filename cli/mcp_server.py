@@ -551,4 +551,7 @@ def build_server(service: Any, namespace: str, agent: str, read_only: bool) -> A
 
 
 def main(service: Any, namespace: str, agent: str, read_only: bool) -> None:
-    build_server(service, namespace, agent, read_only).run("stdio")
+    try:
+        build_server(service, namespace, agent, read_only).run("stdio")
+    finally:
+        service.shutdown()

@@ -59,7 +59,7 @@ def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = 
                 break
     finally:
         protocol.close()
-        service.close()
+        service.shutdown()
     return 0
 
 

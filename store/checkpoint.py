@@ -36,10 +36,15 @@ MIN_JOURNAL_BYTES = int(os.environ.get("MEM_CHECKPOINT_BYTES", 1 << 20))
 JOURNAL_SHARE = 0.1
 
 
-def due(shard: Shard) -> bool:
-    """Whether the journals have grown enough that folding them in pays off."""
+def threshold(shard: Shard) -> float:
     base = shard.seg.meta["bytes"] if shard.seg else 0
-    return shard.pending_bytes() > max(MIN_JOURNAL_BYTES, JOURNAL_SHARE * base)
+    return max(MIN_JOURNAL_BYTES, JOURNAL_SHARE * base)
+
+
+def due(shard: Shard, share: float = 1.0) -> bool:
+    """Whether the journals have grown enough that folding them in pays off (at clean shutdown,
+    a smaller `share` of the threshold is enough)."""
+    return shard.pending_bytes() > share * threshold(shard)
 
 
 def run(shard: Shard, lock: FileLock, embedder: str, force: bool = False) -> bool:

@@ -153,11 +153,11 @@ class Engine:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    def after_write(self, shard: Shard) -> None:
+    def after_write(self, shard: Shard, share: float = 1.0) -> None:
         """Start a checkpoint if the shard's journals are due one."""
         from . import checkpoint
 
-        if shard.folder is None or self.checkpoints == "off" or not checkpoint.due(shard):
+        if shard.folder is None or self.checkpoints == "off" or not checkpoint.due(shard, share):
             return
         if self.checkpoints == "inline":
             self.checkpoint_shard(shard)
@@ -172,6 +172,13 @@ class Engine:
 
     def checkpoint_folder(self, folder: Path, force: bool = False) -> bool:
         return self.checkpoint_shard(self.open_folder(folder), force)
+
+    def shutdown(self) -> None:
+        """A server's clean exit: start checkpoints for the shards whose journals hold more than
+        an eighth of the threshold (the next process then replays less), then close."""
+        for shard in list(self._shards.values()):
+            self.after_write(shard, share=1 / 8)
+        self.close()
 
     def close(self) -> None:
         for shard in self._shards.values():

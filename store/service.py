@@ -121,3 +121,7 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
 
     def close(self) -> None:
         self.engine.close()
+
+    def shutdown(self) -> None:
+        """A long-lived server's clean exit: checkpoints what is worth it, then closes."""
+        self.engine.shutdown()

@@ -199,3 +199,27 @@ def test_exits_zero_at_end_of_input_with_writes_on_disk(home):
     )
     assert proc.returncode == 0
     assert [orjson.loads(x)["type"] for x in proc.stdout.splitlines()] == ["memory/init/resp"]
+
+
+def test_clean_shutdown_checkpoints_what_the_server_wrote(home):
+    entries = [{"key": {"n": i}, "content": f"note number {i}", "tier": "semantic"} for i in range(20)]
+    lines = [
+        msg("memory/init/req", id="i", namespace="ck"),
+        msg("memory/store/req", id="s", memory_id="MID", entries=entries),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve-stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        env={**os.environ, "MEM_HOME": str(home), "MEM_CHECKPOINTS": "inline", "MEM_CHECKPOINT_BYTES": "65536"},
+    )  # fmt: skip
+    proc.stdin.write(orjson.dumps(lines[0]) + b"\n")
+    proc.stdin.flush()
+    mid = orjson.loads(proc.stdout.readline())["memory_id"]
+    proc.stdin.write(orjson.dumps({**lines[1], "memory_id": mid}) + b"\n")
+    proc.stdin.flush()
+    assert len(orjson.loads(proc.stdout.readline())["stored"]) == 20
+    assert not list(home.rglob("seg-*")), "20 entries are below the threshold: no checkpoint yet"
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    assert list(home.rglob("seg-*/data.json")), "no checkpoint at clean shutdown"
+    svc = MemoryService(home)
+    assert svc.retrieve(svc.scope("ck", "default"), tier="semantic", limit=100)["total"] == 20
