@@ -54,9 +54,11 @@ def queries(n: int, seed: int = 99) -> list[str]:
 
 
 def mem_cmd(*args: str) -> list[str]:
-    """The `mem` installed beside this Python (measure a regular `pip install .`: an editable
-    install routes every import through its finder, which costs ~100 ms a process)."""
-    script = Path(sys.executable).parent / "mem"
+    """`MEM_BENCH_BIN`, else the `mem` installed beside this Python. Measure a regular
+    `pip install .` (an editable install routes every import through its finder, ~100 ms a
+    process), ideally in an environment of its own, as users install a tool: a Python
+    environment holding many packages makes every process start slower."""
+    script = Path(os.environ.get("MEM_BENCH_BIN") or Path(sys.executable).parent / "mem")
     return [str(script), *args] if script.exists() else [sys.executable, "-m", "cli.main", *args]
 
 

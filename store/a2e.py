@@ -339,25 +339,34 @@ class A2E:
 
 def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
     """Merge candidates of several shards: filter on relevance, order, cut to `limit`."""
-    parts = [p for p in parts if len(p.rows)]
-    if not parts:
-        return {"entries": [], "total": 0}
-    relevance = np.concatenate([p.relevance for p in parts])
-    updated = np.concatenate([p.updated for p in parts])
-    owner = np.concatenate([np.full(len(p.rows), i) for i, p in enumerate(parts)])
-    index = np.concatenate([np.arange(len(p.rows)) for p in parts])
-    keep = relevance >= min_score - 1e-9
-    total = int(keep.sum()) if min_score > 0 else sum(p.total for p in parts)
-    order = np.lexsort((-updated[keep], -relevance[keep]))[:limit]
-    picked = np.flatnonzero(keep)[order]
+    total = 0
+    pool: list[tuple[Candidates, np.ndarray]] = []
+    for part in parts:
+        kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
+        total += len(kept) if min_score > 0 else part.total
+        pool.append((part, _leaders(part.relevance, kept, limit)))
+    relevance = np.concatenate([p.relevance[i] for p, i in pool]) if pool else np.zeros(0)
+    updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
+    refs = [(p, int(i)) for p, rows in pool for i in rows]
     entries = []
-    for i in picked:
-        part, row = parts[owner[i]], int(index[i])
-        entry = {**public(part.doc(row)), "relevance": round(float(relevance[i]), 6)}
+    for at in np.lexsort((-updated, -relevance))[:limit]:
+        part, row = refs[at]
+        entry = {**public(part.doc(row)), "relevance": round(float(relevance[at]), 6)}
         if explain is not None:
             entry["explain"] = _explanation(part, row, explain)
         entries.append(entry)
     return {"entries": entries, "total": total}
+
+
+def _leaders(relevance: np.ndarray, kept: np.ndarray, limit: int) -> np.ndarray:
+    """The kept rows that can make the first `limit`: the best `limit`, and any row tied with the
+    last of them (recency decides ties), without sorting them all."""
+    if len(kept) <= limit:
+        return kept
+    if limit == 0:
+        return kept[:0]
+    cut = np.partition(relevance[kept], len(kept) - limit)[len(kept) - limit]
+    return kept[relevance[kept] >= cut]
 
 
 def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:

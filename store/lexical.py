@@ -223,14 +223,17 @@ class DeltaLexicon:
 
 
 class SegmentLexicon:
-    """The postings of a checkpoint, memory-mapped."""
+    """The postings of a checkpoint, memory-mapped. Each posting carries its BM25 term-frequency
+    part, `tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))`, computed at checkpoint time
+    with the checkpoint's average length (as search engines store norms), so a query only adds
+    `idf * part` over the postings of its words."""
 
-    FILES = ("lex_ptr.npy", "lex_rows.npy", "lex_tf.npy", "doclen.npy")
+    FILES = ("lex_ptr.npy", "lex_rows.npy", "lex_part.npy", "doclen.npy")
 
     def __init__(self, folder: Path) -> None:
         self._vocab_raw = (folder / "lex_vocab.json").read_bytes()  # parsed on first use
-        ptr, rows, tf, doclen = (np.asarray(np.load(folder / f, mmap_mode="r")) for f in self.FILES)
-        self.ptr, self.rows, self.tf, self.doclen = ptr, rows, tf, doclen
+        ptr, rows, part, doclen = (np.asarray(np.load(folder / f, mmap_mode="r")) for f in self.FILES)
+        self.ptr, self.rows, self.part, self.doclen = ptr, rows, part, doclen
         self.total_len = float(doclen.sum()) if len(doclen) else 0.0
 
     @cached_property
@@ -241,7 +244,7 @@ class SegmentLexicon:
         tid = self.vocab.get(term)
         return 0 if tid is None else int(self.ptr[tid + 1] - self.ptr[tid])
 
-    def scores(self, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+    def scores(self, weights: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """Dense BM25 scores for every row, and the rows where a query term occurs (repeats possible)."""
         out = np.zeros(len(self.doclen), dtype=np.float32)
         touched = []
@@ -250,9 +253,8 @@ class SegmentLexicon:
             if tid is None:
                 continue
             lo, hi = int(self.ptr[tid]), int(self.ptr[tid + 1])
-            rows, tf = self.rows[lo:hi], self.tf[lo:hi]
-            norm = K1 * (1 - B + B * self.doclen[rows] / avgdl)
-            out[rows] += w * tf * (K1 + 1) / (tf + norm)
+            rows = self.rows[lo:hi]
+            out[rows] += w * self.part[lo:hi]
             touched.append(rows)
         # the rows where a term occurs, with repeats (deduplicating 100k rows costs more than scoring)
         return out, np.concatenate(touched) if touched else np.zeros(0, dtype=np.int64)
@@ -278,6 +280,10 @@ def write_segment_lexicon(folder: Path, texts: Sequence[str]) -> None:
     pairs = np.array(flat, dtype=np.int64).reshape(-1, 2)
     (folder / "lex_vocab.json").write_bytes(orjson.dumps(vocab))
     np.save(folder / "lex_ptr.npy", ptr)
-    np.save(folder / "lex_rows.npy", pairs[:, 0].astype(np.int32))
-    np.save(folder / "lex_tf.npy", pairs[:, 1].astype(np.float32))
+    rows, tf = pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.float32)
+    avgdl = max(float(doclen.mean()), 1.0) if len(doclen) else 1.0
+    part = tf * (K1 + 1) / (tf + K1 * (1 - B + B * doclen[rows] / avgdl))
+    np.save(folder / "lex_ptr.npy", ptr)
+    np.save(folder / "lex_rows.npy", rows)
+    np.save(folder / "lex_part.npy", part.astype(np.float32))
     np.save(folder / "doclen.npy", doclen)

@@ -180,7 +180,7 @@ def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: f
     if part == "seg":
         assert shard.seg is not None
         assert shard.seg.lexicon is not None
-        return shard.seg.lexicon.scores(weights, avgdl)
+        return shard.seg.lexicon.scores(weights)
     assert shard.mem.lexicon is not None
     return shard.mem.lexicon.scores(weights, avgdl, shard.mem.n)
 
