@@ -88,6 +88,8 @@ class StaticEmbedder:
         return [[i for i in e.ids[:max_tokens] if i not in self.skip] for e in encodings]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) == 1:  # a query: skip the batching machinery
+            return self._embed_one(texts[0])
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         batch: list[tuple[int, list[int]]] = []
         tokens = 0
@@ -101,6 +103,13 @@ class StaticEmbedder:
         if batch:
             self._pool(batch, out)
         return normalise(out)
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        (ids,) = self.token_ids([text])
+        if not ids:
+            return np.zeros((1, self.dim), dtype=np.float32)
+        rows = self.table[ids].astype(np.float32) * self.scales[ids, None]
+        return normalise(rows.mean(axis=0, keepdims=True))
 
     def _pool(self, batch: list[tuple[int, list[int]]], out: np.ndarray) -> None:
         """Write the mean dequantised row of each text of `batch` into `out`."""
