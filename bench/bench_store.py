@@ -132,7 +132,7 @@ def cli_figures(home: Path, runs: int) -> dict[str, float]:
     return {"cli store ms": median(store) * 1000, "cli query ms": median(query) * 1000}
 
 
-def recall_figure(home: Path, n_queries: int = 100) -> dict[str, float]:
+def recall_figure(home: Path, n_queries: int = 300) -> dict[str, float]:
     """Vector-only top-10 through the index plus the delta, against exact search over the same rows."""
     from store import clock
     from store.search import Filters, search

@@ -19,6 +19,7 @@ plus delta), kept incrementally.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -78,13 +79,21 @@ def search(
 ) -> list[Candidates]:
     """Candidates from both parts of `shard`. Without a query every filtered row is returned with
     its own score as relevance; with one, the best `k` at least (all of them if `exhaustive`)."""
+    if shard.seg is None and not len(shard.mem):
+        return []
     masks = {"seg": shard.seg_alive(now), "mem": shard.mem_alive(now)}
     for part, mask in masks.items():
         _restrict(shard, part, mask, filters)
     if query_vector is None:
         return [_unscored(shard, part, mask) for part, mask in masks.items()]
-    weights, avgdl = _bm25_weights(shard, terms(query_text))
+    weights, avgdl = _bm25_weights(shard, query_terms(query_text))
     return [_scored(shard, part, mask, query_vector, weights, avgdl, k, exhaustive) for part, mask in masks.items()]
+
+
+@lru_cache(maxsize=64)
+def query_terms(text: str) -> list[str]:
+    """The BM25 terms of a query (cached: one query is scored against several shards)."""
+    return terms(text)
 
 
 def _restrict(shard: Shard, part: str, mask: np.ndarray, filters: Filters) -> None:
