@@ -9,7 +9,7 @@ import typer
 from .context import state
 from .errors import usage_error
 from .options import Fields, Filters, Format, ListLimit, Namespace, Offset, fields_list, optional_object, parse_value
-from .output import emit, show
+from .output import acknowledge, emit, show
 
 app = typer.Typer(help="Episodic memories: titled logs of events (episodic_memory_*).", no_args_is_help=True)
 MemoryId = Annotated[str, typer.Argument(help="The episodic memory's ID.")]
@@ -68,8 +68,7 @@ def append(
     event = {"event_type": event_type, "emitting_agent_id": agent, "team_id": team, "tags": tag or [],
              "payload": value if isinstance(value, dict) else payload}  # fmt: skip
     result = state.service.episodic_memory_append_event(memory_id, event, namespace=namespace)
-    if not state.quiet:
-        show(result, fmt)
+    acknowledge(result, fmt)
 
 
 @app.command("query")
@@ -117,8 +116,7 @@ def event_types(
 def archive(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
     """Archive a memory: read-only, hidden from list."""
     result = state.service.episodic_memory_archive(memory_id, namespace=namespace)
-    if not state.quiet:
-        show(result, fmt)
+    acknowledge(result, fmt)
 
 
 @app.command("rename")
@@ -130,5 +128,4 @@ def rename(
 ) -> None:
     """Change a memory's title."""
     result = state.service.episodic_memory_update_title(memory_id, title, namespace=namespace)
-    if not state.quiet:
-        show(result, fmt)
+    acknowledge(result, fmt)

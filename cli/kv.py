@@ -9,7 +9,7 @@ import typer
 
 from .context import state
 from .options import Fields, Format, ListLimit, Namespace, Offset, fields_list, parse_value
-from .output import emit, show
+from .output import acknowledge, emit, show
 
 KV_COLUMNS = ["key", "value", "updated_at"]
 
@@ -22,8 +22,7 @@ def set_value(
 ) -> None:
     """Store VALUE under KEY (memory_set)."""
     record = state.service.memory_set(key, parse_value(value), namespace=namespace)
-    if not state.quiet:
-        show(record, fmt)
+    acknowledge(record, fmt)
 
 
 def get_value(

@@ -38,6 +38,7 @@ class Engine:
         self._locks: dict[Path, FileLock] = {}
         self._embedder: Embedder | None = None
         self._recorded: dict | None = None
+        self._descriptors: dict[Path, dict] = {}
         self.redact = False  # mask secret-shaped strings in records (set from the config)
 
     # -- embedder ---------------------------------------------------------------------------
@@ -130,21 +131,31 @@ class Engine:
         return found
 
     def shard_folders(self, namespace_folder: Path) -> list[tuple[dict, Path]]:
-        """(descriptor, folder) of every shard of a namespace."""
+        """(descriptor, folder) of every shard of a namespace (a write checks the namespace's
+        usage, so descriptors, which never change, are read once per process)."""
         found = []
         for folder in sorted(p for p in namespace_folder.iterdir() if p.is_dir()):
-            try:
-                found.append((orjson.loads((folder / DESCRIPTOR).read_bytes()), folder))
-            except (FileNotFoundError, orjson.JSONDecodeError):
-                continue
+            descriptor = self.descriptor(folder)
+            if descriptor is not None:
+                found.append((descriptor, folder))
         return found
+
+    def descriptor(self, folder: Path) -> dict | None:
+        if folder not in self._descriptors:
+            try:
+                self._descriptors[folder] = orjson.loads((folder / DESCRIPTOR).read_bytes())
+            except (FileNotFoundError, orjson.JSONDecodeError):
+                return None  # not a shard yet (or being created): look again next time
+        return self._descriptors[folder]
 
     def open_folder(self, folder: Path) -> Shard:
         """A shard by its folder (for maintenance: gc, doctor, checkpoints)."""
         if folder in self._shards:
             shard = self._shards[folder]
         else:
-            descriptor = orjson.loads((folder / DESCRIPTOR).read_bytes())
+            descriptor = self.descriptor(folder)
+            if descriptor is None:
+                raise FileNotFoundError(folder / DESCRIPTOR)
             schema = SCHEMAS[descriptor["schema"]]
             dim = self.dim if schema.indexed else 0
             shard = self._shards[folder] = Shard(folder, schema, dim, descriptor)
@@ -181,6 +192,7 @@ class Engine:
         self.close()
 
     def close(self) -> None:
+        self._descriptors.clear()
         for shard in self._shards.values():
             shard.close()
         self._shards.clear()
