@@ -5,20 +5,39 @@ contribute to a prompt (`contribution.format`, `template`, `max_tokens`). Retrie
 
 - `vectordb`: hybrid similarity search over the A2E entries of namespace `source_id`; the
   `filters` may give `tier` (semantic, episodic, or empty for both: the default), `agent`
-  (episodic tier of that agent only), `tags` (all must match) and `min_score`;
+  (episodic tier of that agent only), `tags` (all must match) and `min_score`. Entries with no
+  relevance at all to the query are left out, even when fewer than `limit` remain;
 - `kv`: the key-value store (`memory_set`) of namespace `source_id`: pairs whose key or value
-  contains a query word, ranked by how many, then by recency (every pair when there is no query);
-- `eventlog`: the events of episodic memory `source_id` (in this namespace) passing the
-  `filters` (any `episodic_memory_query_events` filter), keeping those that mention a query word,
-  newest last;
+  contains a query word, ranked by how many, then by recency;
+- `eventlog`: the events of episodic memory `source_id` passing the `filters` (any
+  `episodic_memory_query_events` filter: `event_type`, `emitting_agent_id`, `team_id`, `tags`,
+  `since`, `lastMinutes`, `lastCount`), keeping those that mention a query word, newest last.
+  `source_id` is the memory's ID, looked up in this namespace first, then in every other one (IDs
+  are generated, so unique); `namespace/ID` names the namespace explicitly;
 - `kg`: the knowledge graph of namespace `source_id`: entities matching the query, plus the
   relations that touch them.
 
-The query is `query`, else `query_template` filled with `keywords`, `action`, `context` and
-`additional_variables` (see `render.py`: substitution only, no code), else the keywords joined.
-`limit` (default 10, at most 100) caps the items. The items are rendered as `contribution.format`
-through `contribution.template` (one line per item; placeholders are the item's fields and
-`index`) and cut to `max_tokens` tokens, with `truncated` saying whether anything was cut.
+Everything is checked when a configuration is created or updated, so that retrieval does not fail
+later: the source type's filters (kv and kg take none), an eventlog's episodic memory, and both
+templates (a placeholder the template cannot fill is refused, listing those it can).
+
+The query. Without `query_template` it is the caller's `query`, `keywords`, `action` and the
+values of `context`, joined by spaces: every input counts (the `query` does not hide the
+`keywords`). With a template the configuration decides: the template is filled with `{query}`,
+`{keywords}`, `{action}`, `{context}` (or `{context.x}`), `{additional_variables}` (the object as
+compact JSON) and each additional variable by name (see `render.py`: substitution only, no code);
+the caller's `query` and `keywords` are what to look for, so when the template does not place
+them they are appended, while `action` and `context` are hints the template may leave out.
+A query with no words (all stopwords or blank) returns no items, except when the caller gave no
+input at all (no query, keywords, action or context): that is a browse, returning the source's
+first `limit` items in its own order (newest key-value pairs, newest events, the graph's first
+entities, the entries with the best own scores).
+
+`limit` (default 10, at most 100) caps the items. They are rendered as `contribution.format`
+through `contribution.template` (one line per item; placeholders are the source's item fields and
+`index`) and bounded by `max_tokens` in whole items: `items` holds exactly the items the
+contribution shows, and `truncated` says whether some were dropped to fit (see `render.py`;
+when not even one fits, the contribution is empty, `[]` in json, and `items` is empty).
 Retrieving a `disabled` memory is refused; `draft` ones run, so they can be tried out.
 """
 
@@ -31,9 +50,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import clock
 from .documents import newest_first, page
 from .errors import Conflict, InvalidInput
+from .filters import parse_time
 from .lexical import terms
 from .records import Collection, Doc
-from .render import as_text, fill, render
+from .render import as_text, check_template, fill, placeholders, render
 from .schemas import flatten_text
 from .timefmt import iso
 
@@ -72,12 +92,16 @@ class Config(BaseModel):
 
 
 def _validated(fields: dict[str, Any]) -> dict[str, Any]:
+    """The configuration as stored, once its shape, filters and templates are known to work."""
     try:
-        return Config.model_validate(fields).model_dump()
+        doc = Config.model_validate(fields).model_dump()
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise InvalidInput(f"{where}: {err['msg']}", {"errors": exc.errors(include_url=False)}) from None
+    _check_filters(doc["retrieval"]["source_type"], doc["retrieval"]["filters"])
+    _check_templates(doc)
+    return doc
 
 
 class PersistentTools:
@@ -109,6 +133,7 @@ class PersistentTools:
             "retrieval": retrieval, "contribution": contribution, "status": status,
         }  # fmt: skip
         doc = _validated({k: v for k, v in fields.items() if v is not None})  # missing: "Field required"
+        self._check_source(doc["retrieval"], namespace)
         configs = self._configs(namespace)
         with self.engine.lock(namespace):
             if configs.get(doc["id"]) is not None:
@@ -149,7 +174,10 @@ class PersistentTools:
         def change(old: Doc) -> Doc:
             given = {k: v for k, v in changes.items() if v is not None}
             base = {k: old[k] for k in Config.model_fields}
-            return {**_validated({**base, **given}), "created_at": old["created_at"], "updated_at": iso(clock.now())}
+            doc = _validated({**base, **given})
+            if "retrieval" in given:
+                self._check_source(doc["retrieval"], namespace)
+            return {**doc, "created_at": old["created_at"], "updated_at": iso(clock.now())}
 
         return self._configs(namespace).update(memory_id, "persistent memory", change)
 
@@ -169,17 +197,57 @@ class PersistentTools:
         keywords = keywords or []
         if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
             raise InvalidInput("keywords must be a list of strings")
-        text = _query(config, keywords, action, context or {}, query)
+        if context is not None and not isinstance(context, dict):
+            raise InvalidInput("context must be a JSON object")
+        inputs = {"query": query or "", "keywords": keywords, "action": action or "", "context": context or {}}
+        text = _query(config, inputs)
         retrieval, contribution = config["retrieval"], config["contribution"]
-        items, line = SOURCES[retrieval["source_type"]](self, retrieval, text, namespace)
-        rendered, tokens, truncated = render(
+        source = SOURCES[retrieval["source_type"]]
+        if terms(text) or not any(_given(v) for v in inputs.values()):
+            items, line = source(self, retrieval, text if terms(text) else "", namespace)
+        else:  # the caller asked for something, but it has no words to look for
+            items, line = [], None
+        rendered, tokens, shown = render(
             items, contribution["format"], contribution["template"], line, config["label"], contribution["max_tokens"]
         )
         return {
             "memory_id": memory_id, "label": config["label"], "query": text, "source_type": retrieval["source_type"],
-            "source_id": retrieval["source_id"], "items": items, "format": contribution["format"],
-            "contribution": rendered, "tokens": tokens, "truncated": truncated,
+            "source_id": retrieval["source_id"], "items": [items[i] for i in shown], "format": contribution["format"],
+            "contribution": rendered, "tokens": tokens, "truncated": len(shown) < len(items),
         }  # fmt: skip
+
+    def _check_source(self, retrieval: Doc, namespace: str) -> None:
+        """Refuse at create (and update) a source retrieval could not read."""
+        if retrieval["source_type"] == "eventlog":
+            self._event_source(retrieval["source_id"], namespace)
+
+    def _event_source(self, source_id: str, namespace: str) -> tuple[str, str]:
+        """(namespace, memory ID) of an eventlog source: `source_id` in this namespace, else
+        `namespace/ID`, else the one namespace holding that ID."""
+        tried = [(namespace, source_id)]
+        if "/" in source_id:
+            named, memory_id = source_id.rsplit("/", 1)
+            if any(ns == named for ns, _ in self.engine.namespaces()):
+                tried.append((named, memory_id))
+        for ns, memory_id in tried:
+            if self._episodes(ns).get(memory_id) is not None:  # type: ignore[attr-defined]
+                return ns, memory_id
+        holders = [
+            ns
+            for ns, _ in self.engine.namespaces()
+            if ns != namespace and self._episodes(ns).get(source_id) is not None  # type: ignore[attr-defined]
+        ]
+        if len(holders) == 1:
+            return holders[0], source_id
+        if holders:
+            raise InvalidInput(
+                f"retrieval.source_id: episodic memory {source_id!r} is in namespaces {', '.join(map(repr, holders))}: "
+                "write namespace/ID"
+            )
+        raise InvalidInput(
+            f"retrieval.source_id: no episodic memory {source_id!r} in namespace {namespace!r} or any other "
+            "(give its memoryId, or namespace/memoryId)"
+        )
 
     # -- sources ----------------------------------------------------------------------------
 
@@ -189,7 +257,9 @@ class PersistentTools:
             retrieval["source_id"], text, tier=f.get("tier", ""), agent=f.get("agent"),
             tags=f.get("tags") or [], limit=retrieval["limit"], min_score=f.get("min_score", 0.0),
         )  # fmt: skip
-        items = [{k: e[k] for k in ("key", "content", "tier", "tags", "relevance")} for e in entries]
+        if text:  # a search: entries that do not match at all are not results, even to fill `limit`
+            entries = [e for e in entries if e["relevance"] > 0]
+        items = [{k: e[k] for k in ITEM_FIELDS["vectordb"]} for e in entries]
         return items, lambda item: as_text(item["content"])
 
     def _from_kv(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
@@ -204,8 +274,9 @@ class PersistentTools:
         return items, lambda item: f"{item['key']}: {as_text(item['value'])}"
 
     def _from_eventlog(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
+        source_namespace, memory_id = self._event_source(retrieval["source_id"], namespace)
         events = self.episodic_memory_query_events(  # type: ignore[attr-defined]
-            memory_id=retrieval["source_id"], namespace=namespace, **_event_filters(retrieval["filters"])
+            memory_id=memory_id, namespace=source_namespace, **_event_filters(retrieval["filters"])
         )
         wanted = set(terms(text))
         if wanted:
@@ -241,13 +312,97 @@ EVENT_FILTERS = {
     "since": "since", "lastMinutes": "last_minutes", "last_minutes": "last_minutes",
     "lastCount": "last_count", "last_count": "last_count",
 }  # fmt: skip
+VECTORDB_FILTERS = ("tier", "agent", "tags", "min_score")
+# The fields of one item of each source: what a contribution template may place (plus `index`).
+ITEM_FIELDS = {
+    "vectordb": ("key", "content", "tier", "tags", "relevance"),
+    "kv": ("key", "value", "matches"),
+    "eventlog": ("eventId", "memoryId", "event_type", "emitting_agent_id", "team_id", "tags", "payload", "timestamp"),
+    "kg": ("type", "name", "entityType", "observations", "from", "to", "relationType"),
+}
+QUERY_INPUTS = ("query", "keywords", "action", "context")
 
 
 def _event_filters(filters: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(filters) - set(EVENT_FILTERS)
-    if unknown:
-        raise InvalidInput(f"unknown eventlog filters: {', '.join(sorted(unknown))}")
     return {EVENT_FILTERS[k]: v for k, v in filters.items()}
+
+
+def _check_filters(source_type: str, filters: dict[str, Any]) -> None:
+    """Refuse filters the source would reject (or silently ignore) at retrieval."""
+    if source_type in ("kv", "kg"):
+        if filters:
+            raise InvalidInput(f"retrieval.filters: a {source_type} source takes no filters (got {', '.join(filters)})")
+    elif source_type == "vectordb":
+        _check_vectordb_filters(filters)
+    else:
+        _check_event_filters(filters)
+
+
+def _check_vectordb_filters(filters: dict[str, Any]) -> None:
+    _only(filters, VECTORDB_FILTERS, "vectordb")
+    tier, agent, min_score = filters.get("tier", ""), filters.get("agent"), filters.get("min_score", 0.0)
+    if tier not in ("", "semantic", "episodic"):
+        raise InvalidInput("retrieval.filters.tier: must be semantic, episodic or empty (both)")
+    if agent is not None and (not isinstance(agent, str) or not agent):
+        raise InvalidInput("retrieval.filters.agent: must be a non-empty string")
+    if agent is not None and tier == "semantic":
+        raise InvalidInput("retrieval.filters.agent: selects episodic entries, but tier is semantic")
+    _string_list(filters.get("tags", []), "tags")
+    if not _is_number(min_score) or not 0 <= min_score <= 1:
+        raise InvalidInput("retrieval.filters.min_score: must be a number from 0 to 1")
+
+
+def _check_event_filters(filters: dict[str, Any]) -> None:
+    _only(filters, tuple(EVENT_FILTERS), "eventlog")
+    for name in ("lastMinutes", "lastCount"):
+        if name in filters and _snake(name) in filters:
+            raise InvalidInput(f"retrieval.filters: give {name} or {_snake(name)}, not both")
+    for name, value in filters.items():
+        field = EVENT_FILTERS[name]
+        if field in ("event_type", "emitting_agent_id", "team_id") and not isinstance(value, str):
+            raise InvalidInput(f"retrieval.filters.{name}: must be a string")
+        if field == "tags":
+            _string_list(value, name)
+        if field == "since" and parse_time(value) is None:
+            raise InvalidInput(f"retrieval.filters.{name}: must be an ISO 8601 timestamp, not {value!r}")
+        if field == "last_minutes" and (not _is_number(value) or value < 0):
+            raise InvalidInput(f"retrieval.filters.{name}: must be a number >= 0")
+        if field == "last_count" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise InvalidInput(f"retrieval.filters.{name}: must be an integer >= 0")
+
+
+def _only(filters: dict[str, Any], allowed: tuple[str, ...], source_type: str) -> None:
+    unknown = [k for k in filters if k not in allowed]
+    if unknown:
+        raise InvalidInput(
+            f"retrieval.filters: unknown {source_type} filter {', '.join(unknown)}; allowed: {', '.join(allowed)}"
+        )
+
+
+def _string_list(value: Any, name: str) -> None:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidInput(f"retrieval.filters.{name}: must be a list of strings")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _check_templates(config: Doc) -> None:
+    """Refuse a template with a placeholder it could never fill (see the module docstring)."""
+    variables = config["additional_variables"]
+    query_template = config["retrieval"]["query_template"]
+    if query_template:
+        known = {**variables, "additional_variables": variables}
+        check_template(query_template, "retrieval.query_template", set(QUERY_INPUTS), known)
+    line_template = config["contribution"]["template"]
+    if line_template:
+        fields = {*ITEM_FIELDS[config["retrieval"]["source_type"]], "index"}
+        check_template(line_template, "contribution.template", fields, {})
 
 
 def _kg_line(item: Doc) -> str:
@@ -256,11 +411,26 @@ def _kg_line(item: Doc) -> str:
     return f"{item['name']} ({item['entityType']}): {'; '.join(item['observations'])}"
 
 
-def _query(config: Doc, keywords: list[str], action: str | None, context: dict[str, Any], query: str | None) -> str:
-    if query:
-        return query
+def _query(config: Doc, inputs: dict[str, Any]) -> str:
+    """The query text of a retrieval (composed as the module docstring says)."""
     template = config["retrieval"]["query_template"]
-    if template:
-        variables = {**config["additional_variables"], "keywords": keywords, "action": action or "", "context": context}
-        return fill(template, variables)
-    return " ".join(keywords)
+    if not template:
+        return _joined(_query_words(inputs[name]) for name in QUERY_INPUTS)
+    variables = config["additional_variables"]
+    filled = fill(template, {**variables, "additional_variables": variables, **inputs})
+    placed = {name.split(".")[0] for name in placeholders(template)}
+    unplaced = [_query_words(inputs[name]) for name in ("query", "keywords") if name not in placed]
+    return _joined([filled, *unplaced])
+
+
+def _query_words(value: Any) -> str:
+    """An input as query text: strings as they are, lists and objects as their values' words."""
+    return value if isinstance(value, str) else flatten_text(value)
+
+
+def _joined(parts: Any) -> str:
+    return " ".join(p.strip() for p in parts if p and p.strip())
+
+
+def _given(value: Any) -> bool:
+    return bool(value.strip()) if isinstance(value, str) else bool(value)

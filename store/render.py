@@ -1,9 +1,16 @@
 """Safe templates, token counting and the rendering of a persistent memory's contribution.
 
 Templates only substitute: `{name}` or `{name.field}` is replaced by that variable (strings as
-they are, lists joined by ", ", objects as compact JSON, missing names by nothing), `{{` and `}}`
-are literal braces. Nothing is evaluated, so a template from an untrusted configuration cannot
-run code or reach attributes.
+they are, lists joined by ", ", objects as compact JSON, a missing field of runtime data such as
+`{context.topic}` by nothing), `{{` and `}}` are literal braces. Nothing is evaluated, so a
+template from an untrusted configuration cannot run code or reach attributes. Templates are
+checked when a configuration is saved (`check_template`): a lone brace, a placeholder that is not
+a name, or a name the template's place does not offer is refused then, not rendered as nothing.
+
+A contribution is bounded by whole items: each item, best first, is kept if the rendered text
+still fits `max_tokens` with it, else dropped (so a long item does not hide shorter ones after
+it). A half item is never shown, and JSON is always a valid array. When not even one item fits,
+the contribution is empty (`[]` in json).
 
 Tokens are counted as WordPiece tokens of the bundled all-MiniLM-L6-v2 vocabulary (the static
 embedder's tokenizer), which for English text is close to what common LLM tokenizers count.
@@ -16,6 +23,8 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
+
+from .errors import InvalidInput
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w]*(?:\.[\w]+)*)\}")
 
@@ -32,6 +41,50 @@ def fill(template: str, variables: dict[str, Any]) -> str:
         return as_text(value)
 
     return _PLACEHOLDER.sub(replace, template)
+
+
+_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_NAME = re.compile(r"[A-Za-z_]\w*(?:\.\w+)*")
+
+
+def placeholders(template: str, where: str = "template") -> list[str]:
+    """The placeholder names of `template`, in order; a lone brace or a placeholder that is not a
+    (dotted) name is refused, naming `where` and the position."""
+    found = []
+    for match in _TOKEN.finditer(template):
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            continue
+        if match.group(1) is None:
+            raise InvalidInput(
+                f"{where}: unmatched {token!r} at position {match.start()} (write {token * 2} for a brace)"
+            )
+        if not _NAME.fullmatch(match.group(1)):
+            raise InvalidInput(f"{where}: malformed placeholder {token!r} at position {match.start()}")
+        found.append(match.group(1))
+    return found
+
+
+def check_template(template: str, where: str, open_names: set[str], known: dict[str, Any]) -> None:
+    """Refuse a placeholder the template cannot fill: its first name must be one of `open_names`
+    (runtime data: any field below it is accepted) or a path into the static values `known`."""
+    for name in placeholders(template, where):
+        root = name.split(".")[0]
+        if root in open_names or _dig(known, name) is not _MISSING:
+            continue
+        allowed = ", ".join("{" + n + "}" for n in sorted(open_names | set(known)))
+        raise InvalidInput(f"{where}: unknown placeholder {{{name}}}; allowed: {allowed}")
+
+
+_MISSING = object()
+
+
+def _dig(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
 
 
 def as_text(value: Any) -> str:
@@ -62,18 +115,10 @@ def count_tokens(text: str) -> int:
     return len(_tokenizer().encode(text, add_special_tokens=False).ids) if text else 0
 
 
-def cut_to_tokens(text: str, budget: int) -> str:
-    """The longest prefix of `text` holding at most `budget` tokens (cut at a token boundary)."""
-    encoding = _tokenizer().encode(text, add_special_tokens=False)
-    if len(encoding.ids) <= budget:
-        return text
-    return text[: encoding.offsets[budget - 1][1]] if budget > 0 else ""
-
-
 def render(
     items: list[dict[str, Any]], fmt: str, template: str | None, default_line: Any, heading: str, max_tokens: int | None
-) -> tuple[str, int, bool]:
-    """(rendered text, its tokens, whether it was cut) for `items` in `fmt`."""
+) -> tuple[str, int, list[int]]:
+    """(rendered text, its tokens, the indices of the `items` it holds) for `items` in `fmt`."""
     if fmt == "json" and not template:
         return _render_json(items, max_tokens)
     lines = [
@@ -88,24 +133,28 @@ def render(
     return _join_within(head, lines, max_tokens)
 
 
-def _render_json(items: list[Any], max_tokens: int | None) -> tuple[str, int, bool]:
-    """A JSON array, dropping items from the end until it fits."""
-    kept = list(items)
-    while True:
-        text = orjson.dumps(kept).decode()
-        tokens = count_tokens(text)
-        if max_tokens is None or tokens <= max_tokens or not kept:
-            return text, tokens, len(kept) < len(items)
-        kept.pop()
+def _render_json(items: list[Any], max_tokens: int | None) -> tuple[str, int, list[int]]:
+    """A JSON array of the items that fit, in order (`[]` when not even one does)."""
+    kept: list[int] = []
+    for i in range(len(items)):
+        if max_tokens is None or count_tokens(_json([items[k] for k in [*kept, i]])) <= max_tokens:
+            kept.append(i)
+    text = _json([items[k] for k in kept])
+    return text, count_tokens(text), kept
 
 
-def _join_within(head: str, lines: list[str], max_tokens: int | None) -> tuple[str, int, bool]:
-    """`head` plus whole lines while they fit; the first line that does not fit is cut."""
-    text = head
+def _json(values: list[Any]) -> str:
+    return orjson.dumps(values).decode()
+
+
+def _join_within(head: str, lines: list[str], max_tokens: int | None) -> tuple[str, int, list[int]]:
+    """`head` plus the whole lines that fit, in order; nothing at all (not even `head`) when none does."""
+    text, kept = head, []
     for i, line in enumerate(lines):
-        candidate = text + ("\n" if i else "") + line
-        if max_tokens is not None and count_tokens(candidate) > max_tokens:
-            cut = cut_to_tokens(candidate, max_tokens)
-            return cut, count_tokens(cut), True
-        text = candidate
-    return text, count_tokens(text), False
+        candidate = text + ("\n" if kept else "") + line
+        if max_tokens is None or count_tokens(candidate) <= max_tokens:
+            text = candidate
+            kept.append(i)
+    if not kept:
+        text = ""
+    return text, count_tokens(text), kept

@@ -103,12 +103,12 @@ def test_kg_source_returns_entities_and_their_relations(service):
 
 def test_query_template_is_filled_safely(service):
     service.memory_set("dark-mode", "on", namespace="p")
-    pm = create(
-        service, "kv", "p", retrieval={"query_template": "{action} {keywords} {context.topic} {mode} {__class__}"},
-        additional_variables={"mode": "dark"},
-    )  # fmt: skip
+    template = "{action} {keywords} {context.topic} {mode} {additional_variables.mode}"
+    pm = create(service, "kv", "p", retrieval={"query_template": template}, additional_variables={"mode": "dark"})
     result = service.persistent_memory_retrieve(pm["id"], keywords=["x"], action="find", context={"topic": "ui"})
-    assert result["query"] == "find x ui dark "
+    assert result["query"] == "find x ui dark dark"
+    with pytest.raises(InvalidInput, match="__class__"):
+        create(service, "kv", "p", retrieval={"query_template": "{keywords} {__class__}"})
     assert fill("{{literal}} {a.b}", {"a": {"b": [1, 2]}}) == "{literal} [1,2]"
     assert fill("{x.__class__}", {"x": "s"}) == ""
 
@@ -132,3 +132,197 @@ def test_disabled_memory_refuses_to_retrieve(service):
         service.persistent_memory_retrieve(pm["id"])
     with pytest.raises(NotFound):
         service.persistent_memory_retrieve("missing")
+
+
+# -- audit items 16, 17, 19, 20 ------------------------------------------------------------
+
+
+def test_spec_sample_retrieve_uses_query_and_keywords_together(service):
+    """The spec's own sample call (kv source, keywords + action + query) finds the theme."""
+    service.memory_set("theme", "dark", namespace="user-preferences-store")
+    service.memory_set("font", "mono", namespace="user-preferences-store")
+    pm = service.persistent_memory_create(
+        label="User Preferences", description="Stores user preferences across sessions",
+        inputs_scope=["user_settings", "preferences"],
+        retrieval={"source_type": "kv", "source_id": "user-preferences-store", "limit": 10},
+        contribution={"format": "json", "max_tokens": 500},
+    )  # fmt: skip
+    result = service.persistent_memory_retrieve(
+        pm["id"], keywords=["theme", "preferences"], action="find", query="user display settings"
+    )
+    assert [i["key"] for i in result["items"]] == ["theme"]
+    assert result["query"] == "user display settings theme preferences find"
+    assert orjson.loads(result["contribution"]) == result["items"]
+
+
+def test_action_and_context_reach_the_query_without_a_template(service):
+    service.memory_set("layout", "compact sidebar", namespace="p")
+    service.memory_set("colour", "blue", namespace="p")
+    pm = create(service, "kv", "p")
+    by_context = service.persistent_memory_retrieve(pm["id"], context={"area": "sidebar", "depth": 2})
+    assert [i["key"] for i in by_context["items"]] == ["layout"] and by_context["query"] == "sidebar 2"
+    by_action = service.persistent_memory_retrieve(pm["id"], action="colour")
+    assert [i["key"] for i in by_action["items"]] == ["colour"]
+    with pytest.raises(InvalidInput, match="context"):
+        service.persistent_memory_retrieve(pm["id"], context=["not", "an", "object"])
+
+
+def test_a_template_places_hints_but_never_drops_query_or_keywords(service):
+    service.memory_set("theme", "dark", namespace="p")
+    service.memory_set("font", "mono", namespace="p")
+    pm = create(service, "kv", "p", retrieval={"query_template": "{context.topic}"})
+    result = service.persistent_memory_retrieve(
+        pm["id"], query="font", keywords=["theme"], action="summarize", context={"topic": "ui"}
+    )
+    assert result["query"] == "ui font theme"  # the action is left out: the template did not place it
+    assert {i["key"] for i in result["items"]} == {"theme", "font"}
+
+
+@pytest.mark.parametrize(
+    ("retrieval", "contribution", "fragments"),
+    [
+        ({"query_template": "{keyword}"}, {}, ["retrieval.query_template", "{keyword}", "allowed", "{keywords}"]),
+        ({"query_template": "{mode.x}"}, {}, ["{mode.x}", "{mode}"]),
+        ({"query_template": "find {keywords"}, {}, ["retrieval.query_template", "unmatched"]),
+        ({"query_template": "a } b"}, {}, ["unmatched '}'"]),
+        ({"query_template": "{key words}"}, {}, ["malformed placeholder"]),
+        ({}, {"template": "{key}: {payload}"}, ["contribution.template", "{payload}", "{value}", "{index}"]),
+        ({}, {"template": "{value"}, ["contribution.template", "unmatched"]),
+    ],
+)
+def test_templates_are_checked_at_create(service, retrieval, contribution, fragments):
+    with pytest.raises(InvalidInput) as refused:
+        create(service, "kv", "p", retrieval=retrieval, contribution=contribution, additional_variables={"mode": "m"})
+    for fragment in fragments:
+        assert fragment in str(refused.value)
+    assert service.persistent_memory_list() == []
+
+
+def test_templates_are_checked_at_update(service):
+    pm = create(service, "kv", "p", contribution={"template": "{key} = {value}"})
+    with pytest.raises(InvalidInput, match="unknown placeholder"):
+        service.persistent_memory_update(
+            pm["id"], retrieval={"source_type": "kv", "source_id": "p", "query_template": "{q}"}
+        )
+    with pytest.raises(InvalidInput, match=r"contribution.template: unknown placeholder \{key\}"):
+        service.persistent_memory_update(pm["id"], retrieval={"source_type": "kg", "source_id": "p"})
+    assert service.persistent_memory_get(pm["id"])["retrieval"]["source_type"] == "kv"
+
+
+def test_additional_variables_placeholder_renders(service):
+    service.memory_set("theme", "dark", namespace="p")
+    pm = create(
+        service, "kv", "p", retrieval={"query_template": "{additional_variables}"},
+        additional_variables={"topic": "theme"},
+    )  # fmt: skip
+    result = service.persistent_memory_retrieve(pm["id"])
+    assert result["query"] == '{"topic":"theme"}'
+    assert [i["key"] for i in result["items"]] == ["theme"]
+
+
+def test_a_query_without_words_returns_nothing_but_no_input_browses(service):
+    for key in ("a", "b", "c"):
+        service.memory_set(key, f"value {key}", namespace="p")
+    pm = create(service, "kv", "p", retrieval={"query_template": "{context.topic}"})
+    for inputs in ({"keywords": ["  "]}, {"query": "the"}, {"action": "find"}, {"context": {"other": "x"}}):
+        result = service.persistent_memory_retrieve(pm["id"], **inputs)
+        assert result["items"] == [], inputs
+    browse = service.persistent_memory_retrieve(pm["id"])
+    assert [i["key"] for i in browse["items"]] == ["c", "b", "a"] and browse["query"] == ""
+    plain = create(service, "kv", "p")
+    assert service.persistent_memory_retrieve(plain["id"], query="   ")["items"] != []  # blank is no input
+    assert service.persistent_memory_retrieve(plain["id"], query="of the")["items"] == []
+
+
+def test_eventlog_source_resolves_other_namespaces(service):
+    mid = service.episodic_memory_create("ops log", namespace="ops")["memoryId"]
+    service.episodic_memory_append_event(
+        mid, {"event_type": "deploy", "emitting_agent_id": "ci", "payload": "deployed api"}, namespace="ops"
+    )
+    for source_id in (mid, f"ops/{mid}"):
+        pm = create(service, "eventlog", source_id, namespace="default")
+        result = service.persistent_memory_retrieve(pm["id"], query="api")
+        assert [e["payload"] for e in result["items"]] == ["deployed api"], source_id
+    other = service.episodic_memory_create("same id elsewhere", namespace="ops")["memoryId"]
+    with pytest.raises(InvalidInput, match="retrieval.source_id"):
+        create(service, "eventlog", f"default/{other}")
+
+
+@pytest.mark.parametrize(
+    ("source_type", "source_id", "filters", "fragment"),
+    [
+        ("eventlog", "ep_missing", {}, "retrieval.source_id: no episodic memory 'ep_missing'"),
+        ("eventlog", None, {"kind": "deploy"}, "unknown eventlog filter kind"),
+        ("eventlog", None, {"since": "yesterday"}, "retrieval.filters.since"),
+        ("eventlog", None, {"tags": "ui"}, "retrieval.filters.tags"),
+        ("eventlog", None, {"lastCount": -1}, "retrieval.filters.lastCount"),
+        ("eventlog", None, {"lastMinutes": "ten"}, "retrieval.filters.lastMinutes"),
+        ("eventlog", None, {"event_type": 5}, "retrieval.filters.event_type"),
+        ("vectordb", "docs", {"teir": "semantic"}, "unknown vectordb filter teir"),
+        ("vectordb", "docs", {"tier": "working"}, "retrieval.filters.tier"),
+        ("vectordb", "docs", {"tier": "semantic", "agent": "a"}, "retrieval.filters.agent"),
+        ("vectordb", "docs", {"min_score": 2}, "retrieval.filters.min_score"),
+        ("vectordb", "docs", {"tags": "x"}, "retrieval.filters.tags"),
+        ("kv", "p", {"key": "theme"}, "a kv source takes no filters"),
+        ("kg", "g", {"entityType": "person"}, "a kg source takes no filters"),
+    ],
+)
+def test_sources_and_filters_are_checked_at_create(service, source_type, source_id, filters, fragment):
+    mid = service.episodic_memory_create("log")["memoryId"]
+    with pytest.raises(InvalidInput) as refused:
+        create(service, source_type, source_id or mid, retrieval={"filters": filters})
+    assert fragment in str(refused.value)
+    assert service.persistent_memory_list() == []
+
+
+def test_sources_and_filters_are_checked_at_update(service):
+    mid = service.episodic_memory_create("log")["memoryId"]
+    pm = create(service, "eventlog", mid, retrieval={"filters": {"event_type": "deploy"}})
+    with pytest.raises(InvalidInput, match="retrieval.filters.since"):
+        service.persistent_memory_update(pm["id"], retrieval={"source_type": "eventlog", "source_id": mid,
+                                                             "filters": {"since": "soon"}})  # fmt: skip
+    with pytest.raises(InvalidInput, match="retrieval.source_id"):
+        service.persistent_memory_update(pm["id"], retrieval={"source_type": "eventlog", "source_id": "ep_gone"})
+    assert service.persistent_memory_get(pm["id"])["retrieval"]["filters"] == {"event_type": "deploy"}
+
+
+def test_max_tokens_bounds_items_too(service):
+    for i in range(6):
+        service.memory_set(f"key{i}", f"value number {i} with a few more words", namespace="big")
+    for fmt in ("text", "markdown", "json"):
+        pm = create(service, "kv", "big", fmt=fmt, contribution={"max_tokens": 40})
+        result = service.persistent_memory_retrieve(pm["id"])
+        assert result["truncated"] and 0 < len(result["items"]) < 6, fmt
+        assert result["tokens"] == count_tokens(result["contribution"]) <= 40
+        for item in result["items"]:
+            assert item["key"] in result["contribution"]
+        if fmt == "json":
+            assert orjson.loads(result["contribution"]) == result["items"]
+        else:
+            assert result["contribution"].count("value number") == len(result["items"])
+
+
+def test_max_tokens_json_keeps_the_one_item_that_fits_and_says_when_none_does(service):
+    service.memory_set("short", "tiny", namespace="p")
+    service.memory_set("long", "a very long value " * 40, namespace="p")  # newer: ranked first on a tie
+    for fmt in ("json", "text", "markdown"):
+        pm = create(service, "kv", "p", fmt=fmt, label="Prefs", contribution={"max_tokens": 30})
+        result = service.persistent_memory_retrieve(pm["id"], keywords=["tiny", "long"])
+        assert [i["key"] for i in result["items"]] == ["short"] and result["truncated"], fmt
+        assert "tiny" in result["contribution"] and "very long" not in result["contribution"]
+        if fmt == "json":
+            assert orjson.loads(result["contribution"]) == result["items"]
+        none_fits = service.persistent_memory_retrieve(pm["id"], keywords=["long"])
+        empty = "[]" if fmt == "json" else ""
+        assert none_fits == {**none_fits, "items": [], "contribution": empty, "truncated": True}, fmt
+
+
+def test_vectordb_never_fills_limit_with_irrelevant_entries(service):
+    scope = service.scope("docs", "writer")
+    service.store(scope, [
+        {"key": "py", "content": "python type hints", "tier": "semantic"},
+        {"key": "cook", "content": "beans salt", "tier": "semantic"},
+    ])  # fmt: skip
+    pm = create(service, "vectordb", "docs", retrieval={"limit": 5})
+    found = service.persistent_memory_retrieve(pm["id"], query="python")["items"]
+    assert [i["key"] for i in found] == [{"key": "py"}] and all(i["relevance"] > 0 for i in found)
