@@ -63,13 +63,14 @@ class EpisodeTools:
         offset: int = 0,
         namespace: str = "default",
     ) -> list[Doc]:
-        """Episodic memories with their event counts, newest first."""
+        """Episodic memories with their event counts, newest first; `filters` see each memory as
+        listed, `eventCount` included."""
         validate(filters)
         shown = []
         for doc in self._episodes(namespace).all():
             if doc["archived"] and not (include_archived or "archived" in (filters or {})):
                 continue
-            if matches(path_lookup(public(doc)), filters):
+            if matches(self._as_listed(doc, namespace), filters):
                 shown.append(doc)
         return [self._with_count(d, namespace) for d in page(newest_first(shown, "created_at"), limit, offset)]
 
@@ -143,6 +144,11 @@ class EpisodeTools:
         if swarm_id:
             return [d["id"] for d in self._episodes(namespace).all() if d.get("swarmId") == swarm_id]
         raise InvalidInput("give memoryId or swarmId")
+
+    def _as_listed(self, doc: Doc, namespace: str) -> Any:
+        """A filter lookup over the memory as listed; its `eventCount` is counted only if asked."""
+        fields = path_lookup(public(doc))
+        return lambda path: len(self._events(namespace, doc["id"])) if path == "eventCount" else fields(path)
 
     def _with_count(self, doc: Doc, namespace: str) -> Doc:
         return {**public(doc), "eventCount": len(self._events(namespace, doc["id"]))}

@@ -3,6 +3,7 @@
     {"status": "pending"}                       equality (on the object, then its metadata)
     {"settings.theme": "dark"}                  dotted paths into nested objects
     {"priority": {"$in": ["high", "urgent"]}}   $eq $ne $in $nin
+    {"tags": {"$all": ["ui", "bug"]}}           every one of the values
     {"title": {"$contains": "report"}}          substring of a string, or element of a list
     {"version": {"$gte": 2}}                    $gt $gte $lt $lte on numbers or ISO 8601 dates
     {"due": {"$exists": true}}
@@ -10,6 +11,10 @@
 
 Every condition must hold. A field is looked up in the stored object first, then in the record's
 metadata, then in the record itself (`created_at`, `updated_at`, ids).
+
+Arrays behave as in MongoDB: a value matches an array field equal to it or holding it, so
+`{"tags": "ui"}` matches `["ui", "bug"]`; `$ne` and `$nin` match arrays holding none of the
+values; `$gt`-style operators match when some element compares true.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ MISSING = object()
 Lookup = Callable[[str], Any]
 
 
-OPERATORS = {"$eq", "$ne", "$in", "$nin", "$contains", "$gt", "$gte", "$lt", "$lte", "$exists"}
+OPERATORS = {"$eq", "$ne", "$in", "$nin", "$all", "$contains", "$gt", "$gte", "$lt", "$lte", "$exists"}
 
 
 def validate(spec: Any) -> None:
@@ -43,7 +48,7 @@ def validate(spec: Any) -> None:
             for op, arg in condition.items():
                 if op not in OPERATORS:
                     raise InvalidInput(f"unknown filter operator {op!r}")
-                if op in ("$in", "$nin") and not isinstance(arg, list):
+                if op in ("$in", "$nin", "$all") and not isinstance(arg, list):
                     raise InvalidInput(f"{op} takes a list")
 
 
@@ -66,7 +71,12 @@ def _clause(lookup: Lookup, field: str, condition: Any) -> bool:
     value = lookup(field)
     if isinstance(condition, Mapping) and condition and all(str(k).startswith("$") for k in condition):
         return all(_operator(op, value, arg) for op, arg in condition.items())
-    return value is not MISSING and value == condition
+    return value is not MISSING and _equals(value, condition)
+
+
+def _equals(value: Any, arg: Any) -> bool:
+    """MongoDB equality: the value itself, or (for an array field) one of its elements."""
+    return value == arg or (isinstance(value, list) and arg in value)
 
 
 def _list_of_specs(value: Any, op: str) -> list[Mapping[str, Any]]:
@@ -81,20 +91,23 @@ def _operator(op: str, value: Any, arg: Any) -> bool:
     if value is MISSING:
         return op in ("$ne", "$nin")
     if op == "$eq":
-        return value == arg
+        return _equals(value, arg)
     if op == "$ne":
-        return value != arg
-    if op in ("$in", "$nin"):
+        return not _equals(value, arg)
+    if op in ("$in", "$nin", "$all"):
         if not isinstance(arg, list):
             raise InvalidInput(f"{op} takes a list")
-        inside = value in arg or (isinstance(value, list) and any(v in arg for v in value))
+        if op == "$all":
+            return bool(arg) and all(_equals(value, a) for a in arg)
+        inside = any(_equals(value, a) for a in arg)
         return inside if op == "$in" else not inside
     if op == "$contains":
         if isinstance(value, str):
             return isinstance(arg, str) and arg.lower() in value.lower()
         return isinstance(value, list) and arg in value
     if op in COMPARE:
-        return _compare(op, value, arg)
+        elements = value if isinstance(value, list) else [value]
+        return any(_compare(op, v, arg) for v in elements)
     raise InvalidInput(f"unknown filter operator {op!r}")
 
 

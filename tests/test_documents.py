@@ -103,3 +103,22 @@ def test_filter_operators_directly():
     assert matches(look, {"missing": {"$exists": False}}) and not matches(look, {"missing": 1})
     assert matches(look, {"l": {"$in": [2, 9]}}) and matches(look, {"n": {"$nin": [1]}})
     assert not matches(look, {"s": {"$gt": 1}})  # a string and a number do not compare
+
+
+def test_filters_treat_arrays_as_mongodb_does(service):
+    look = path_lookup({"tags": ["x", "y"], "scores": [1, 5], "name": "n"})
+    assert matches(look, {"tags": "x"}) and matches(look, {"tags": ["x", "y"]}) and not matches(look, {"tags": "z"})
+    assert matches(look, {"tags": {"$eq": "y"}}) and not matches(look, {"tags": {"$eq": "z"}})
+    assert not matches(look, {"tags": {"$ne": "x"}}) and matches(look, {"tags": {"$ne": "z"}})
+    assert matches(look, {"tags": {"$in": ["z", "x"]}}) and not matches(look, {"tags": {"$in": ["z"]}})
+    assert not matches(look, {"tags": {"$nin": ["x"]}}) and matches(look, {"tags": {"$nin": ["z"]}})
+    assert matches(look, {"tags": {"$all": ["y", "x"]}}) and not matches(look, {"tags": {"$all": ["x", "z"]}})
+    assert not matches(look, {"tags": {"$all": []}}) and matches(look, {"name": {"$all": ["n"]}})
+    assert matches(look, {"scores": {"$gt": 4}}) and not matches(look, {"scores": {"$gt": 5}})
+    for i, tags in enumerate((["a", "b"], ["b"], [])):
+        service.memory_todo_save({"title": f"t{i}", "tags": tags})
+    titles = lambda f: sorted(r["todo"]["title"] for r in service.memory_todo_list(f))  # noqa: E731
+    assert titles({"tags": "a"}) == ["t0"] and titles({"tags": "b"}) == ["t0", "t1"]
+    assert titles({"tags": {"$ne": "a"}}) == ["t1", "t2"] and titles({"tags": {"$all": ["a", "b"]}}) == ["t0"]
+    with pytest.raises(InvalidInput, match=r"\$all takes a list"):
+        service.memory_todo_list({"tags": {"$all": "a"}})

@@ -118,3 +118,14 @@ def test_a_long_log_survives_checkpoints(service):
             service.checkpoint(force=True)
     events = service.episodic_memory_query_events(memory_id=mid)
     assert [e["payload"]["i"] for e in events] == list(range(50))
+
+
+def test_list_filters_see_the_event_count(service):
+    busy, quiet = (service.episodic_memory_create(title)["memoryId"] for title in ("busy", "quiet"))
+    for _ in range(3):
+        service.episodic_memory_append_event(busy, event())
+    service.episodic_memory_append_event(quiet, event())
+    listed = lambda f: [m["title"] for m in service.episodic_memory_list(filters=f)]  # noqa: E731
+    assert listed({"eventCount": {"$gte": 2}}) == ["busy"]
+    assert listed({"eventCount": 1}) == ["quiet"]
+    assert sorted(listed({"eventCount": {"$lt": 5}, "title": {"$in": ["busy", "quiet"]}})) == ["busy", "quiet"]
