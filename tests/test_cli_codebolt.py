@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import orjson
 from typer.testing import CliRunner
 
@@ -9,6 +13,7 @@ from cli.main import app
 from store.service import MemoryService
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
 
 
 def mem(*args, input=None):
@@ -122,3 +127,50 @@ def test_kg_commands_and_import(home, tmp_path):
     assert {r["name"] for r in rows(mem("kg", "read")) if r["type"] == "entity"} == {"Acme", "Zed"}
     svc = MemoryService(home)
     assert svc.kg_open_nodes(["Zed"])["entities"][0]["observations"] == ["new"]
+
+
+def shell(*args: str) -> subprocess.CompletedProcess:
+    """`mem ARGS` as a real process (MEM_HOME and the embedder come from the test's environment)."""
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, cwd=REPO)
+
+
+def test_persistent_spec_sample_and_create_time_checks_at_the_shell(home):
+    shell("set", "theme", "dark", "--namespace", "user-preferences-store")
+    created = shell("persistent", "create", "--label", "User Preferences", "--id", "prefs",
+                    "--retrieval", '{"source_type": "kv", "source_id": "user-preferences-store", "limit": 10}',
+                    "--contribution", '{"format": "json", "max_tokens": 500}', "--format", "json")  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    got = shell("persistent", "retrieve", "prefs", "-k", "theme", "-k", "preferences", "--action", "find",
+                "--query", "user display settings", "--format", "json")  # fmt: skip
+    assert [i["key"] for i in orjson.loads(got.stdout)["items"]] == ["theme"]
+    template = '{"source_type": "kv", "source_id": "p", "query_template": "{keyword}"}'
+    bad_template = shell("persistent", "create", "--label", "x", "--contribution", '{"format": "text"}',
+                         "--retrieval", template)  # fmt: skip
+    assert bad_template.returncode == 4 and len(bad_template.stderr.splitlines()) == 1
+    assert "unknown placeholder {keyword}; allowed: {action}" in bad_template.stderr
+    bad_source = shell("persistent", "create", "--label", "x", "--contribution", '{"format": "text"}',
+                       "--retrieval", '{"source_type": "eventlog", "source_id": "ep_nope"}')  # fmt: skip
+    assert bad_source.returncode == 4 and "retrieval.source_id" in bad_source.stderr
+    bad_filter = shell("persistent", "update", "prefs", "--retrieval",
+                       '{"source_type": "kv", "source_id": "p", "filters": {"key": "theme"}}')  # fmt: skip
+    assert bad_filter.returncode == 4 and "kv source takes no filters" in bad_filter.stderr
+
+
+def test_eventlog_source_in_another_namespace_at_the_shell(home):
+    mid = one(mem("episodic", "create", "ops log", "--namespace", "ops"))["memoryId"]
+    mem("episodic", "append", mid, "-e", "deploy", "-a", "ci", "-p", "deployed api", "--namespace", "ops")
+    created = mem("persistent", "create", "--label", "Ops", "--id", "ops-log", "--contribution", '{"format": "text"}',
+                  "--retrieval", f'{{"source_type": "eventlog", "source_id": "{mid}"}}')  # fmt: skip
+    assert created.exit_code == 0, created.output
+    assert "deployed api" in mem("persistent", "retrieve", "ops-log", "--raw").stdout
+
+
+def test_list_filters_match_arrays_and_event_counts_at_the_shell(home):
+    mem("todo", "save", '{"title": "tagged", "tags": ["x", "y"]}')
+    mem("todo", "save", '{"title": "other", "tags": ["z"]}')
+    assert [r["todo"]["title"] for r in rows(mem("todo", "list", "--filter", '{"tags": "x"}'))] == ["tagged"]
+    busy = one(mem("episodic", "create", "busy"))["memoryId"]
+    one(mem("episodic", "create", "quiet"))
+    mem("episodic", "append", busy, "-e", "x", "-a", "a", "-p", "p")
+    listed = rows(mem("episodic", "list", "--filter", '{"eventCount": {"$gte": 1}}'))
+    assert [m["title"] for m in listed] == ["busy"]
