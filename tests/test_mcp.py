@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 pytest.importorskip("mcp.server.mcpserver")
@@ -454,7 +455,7 @@ async def _graph_and_persistent(t: Calls) -> None:
     r = await t.raw("persistent_memory_retrieve", memory_id=prefs["id"], keywords=["theme"], action="find")
     assert not r.is_error, r.content[0].text
     got = r.structured_content
-    assert got["source_type"] == "kv" and got["query"] == "theme" and got["truncated"] is False
+    assert got["source_type"] == "kv" and got["query"] == "theme find" and got["truncated"] is False
     assert [item["key"] for item in got["items"]] == ["theme"] and got["items"][0]["value"] == "light"
     assert got["contribution"].startswith("## User Preferences") and "theme: light" in got["contribution"]
     assert r.content[0].text == got["contribution"]
@@ -642,3 +643,57 @@ def test_store_refuses_an_unknown_tier(service):
     assert service.retrieve(scope, tier="semantic")["total"] == 1, f"forget deleted {deleted}"
     with pytest.raises(Exception, match="tier"):
         service.retrieve(scope, tier="semantic-typo")
+
+
+# -- persistent memories and list filters as the spec's sample calls use them (audit 16-20) ----
+
+
+def test_persistent_memories_and_filters_as_the_spec_samples_call_them(home):
+    asyncio.run(_spec_samples())
+
+
+async def _spec_samples() -> None:
+    async with server() as client:
+        t = Calls(client)
+        await t.ok("memory_set", key="theme", value="dark", namespace="user-preferences-store")
+        await t.ok("memory_set", key="long", value="a very long value " * 40, namespace="user-preferences-store")
+        prefs = await t.ok(
+            "persistent_memory_create", label="User Preferences", description="Stores user preferences across sessions",
+            inputs_scope=["user_settings", "preferences"],
+            retrieval={"source_type": "kv", "source_id": "user-preferences-store", "limit": 10},
+            contribution={"format": "json", "max_tokens": 500},
+        )  # fmt: skip
+        got = await t.ok("persistent_memory_retrieve", memory_id=prefs["id"], keywords=["theme", "preferences"],
+                         action="find", query="user display settings")  # fmt: skip
+        assert [i["key"] for i in got["items"]] == ["theme"]
+        small = await t.ok("persistent_memory_create", label="Small", contribution={"format": "json", "max_tokens": 30},
+                           retrieval={"source_type": "kv", "source_id": "user-preferences-store"})  # fmt: skip
+        got = await t.ok("persistent_memory_retrieve", memory_id=small["id"], keywords=["theme", "long"])
+        assert [i["key"] for i in got["items"]] == ["theme"] and got["truncated"] is True
+        assert orjson.loads(got["contribution"]) == got["items"]
+
+        kv = {"source_type": "kv", "source_id": "p"}
+        await t.fails("persistent_memory_create", "unknown placeholder {keyword}", "allowed: {action}", label="Bad",
+                      retrieval={**kv, "query_template": "{keyword}"}, contribution={"format": "text"})  # fmt: skip
+        await t.fails("persistent_memory_create", "contribution.template", "{payload}", label="Bad", retrieval=kv,
+                      contribution={"format": "text", "template": "{payload}"})  # fmt: skip
+
+        mid = (await t.ok("episodic_memory_create", title="ops log", namespace="ops"))["memoryId"]
+        event = {"event_type": "deploy", "emitting_agent_id": "ci", "payload": "deployed api"}
+        await t.ok("episodic_memory_append_event", memoryId=mid, event=event, namespace="ops")
+        eventlog = {"source_type": "eventlog", "source_id": mid}
+        since = {**eventlog, "filters": {"since": "yesterday"}}
+        await t.fails("persistent_memory_create", "retrieval.filters.since", label="Ops", retrieval=since,
+                      contribution={"format": "text"})  # fmt: skip
+        await t.fails("persistent_memory_create", "retrieval.source_id", label="Ops",
+                      retrieval={**eventlog, "source_id": "ep_nope"}, contribution={"format": "text"})  # fmt: skip
+        ops = await t.ok("persistent_memory_create", label="Ops", retrieval=eventlog, contribution={"format": "text"})
+        got = await t.ok("persistent_memory_retrieve", memory_id=ops["id"], keywords=["api"])
+        assert [e["payload"] for e in got["items"]] == ["deployed api"]
+
+        await t.ok("episodic_memory_create", title="quiet", namespace="ops")
+        busy = await t.ok("episodic_memory_list", filters={"eventCount": {"$gte": 1}}, namespace="ops")
+        assert [m["title"] for m in busy] == ["ops log"]
+        await t.ok("memory_json_save", json={"name": "tagged", "tags": ["x", "y"]})
+        await t.ok("memory_json_save", json={"name": "other", "tags": ["z"]})
+        assert [d["json"]["name"] for d in await t.ok("memory_json_list", filters={"tags": "x"})] == ["tagged"]
