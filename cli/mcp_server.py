@@ -312,13 +312,16 @@ RETRIEVAL = Annotated[
     JsonObject,
     Desc(
         description="Retrieval configuration: source_type ('vectordb', 'kv', 'eventlog' or 'kg', required), "
-        "source_id (required), query_template, limit, filters."
+        "source_id (required: a namespace; for eventlog an episodic memoryId or namespace/memoryId), "
+        "query_template ({query} {keywords} {action} {context.x} {additional_variables}), limit, filters "
+        "(vectordb: tier, agent, tags, min_score; eventlog: the query_events filters; kv and kg: none)."
     ),
 ]
 CONTRIBUTION = Annotated[
     JsonObject,
     Desc(
-        description="Contribution configuration: format ('text', 'json' or 'markdown', required), template, max_tokens."
+        description="Contribution configuration: format ('text', 'json' or 'markdown', required), template "
+        "(one line per item: {index} and the item's fields), max_tokens (whole items that fit are kept)."
     ),
 ]
 PM_ID = Annotated[str, Desc(description="The unique identifier of the persistent memory.")]
