@@ -139,6 +139,8 @@ class EpisodeTools:
         return self._with_count(doc, namespace)
 
     def _memory_ids(self, memory_id: str | None, swarm_id: str | None, namespace: str) -> list[str]:
+        if memory_id and swarm_id:  # one would be silently ignored
+            raise InvalidInput("give memoryId or swarmId, not both")
         if memory_id:
             return [self._episodes(namespace).require(memory_id, "episodic memory")["id"]]
         if swarm_id:

@@ -129,3 +129,11 @@ def test_list_filters_see_the_event_count(service):
     assert listed({"eventCount": {"$gte": 2}}) == ["busy"]
     assert listed({"eventCount": 1}) == ["quiet"]
     assert sorted(listed({"eventCount": {"$lt": 5}, "title": {"$in": ["busy", "quiet"]}})) == ["busy", "quiet"]
+
+
+def test_memory_id_and_swarm_id_together_are_refused(service):
+    mid = service.episodic_memory_create("a", swarm_id="s")["memoryId"]
+    with pytest.raises(InvalidInput, match="not both"):
+        service.episodic_memory_query_events(memory_id=mid, swarm_id="s")
+    with pytest.raises(InvalidInput, match="not both"):
+        service.episodic_memory_get_event_types(memory_id=mid, swarm_id="s")

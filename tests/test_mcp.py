@@ -690,6 +690,7 @@ async def _spec_samples() -> None:
         ops = await t.ok("persistent_memory_create", label="Ops", retrieval=eventlog, contribution={"format": "text"})
         got = await t.ok("persistent_memory_retrieve", memory_id=ops["id"], keywords=["api"])
         assert [e["payload"] for e in got["items"]] == ["deployed api"]
+        await t.fails("episodic_memory_query_events", "not both", memoryId=mid, swarmId="s", namespace="ops")
 
         await t.ok("episodic_memory_create", title="quiet", namespace="ops")
         busy = await t.ok("episodic_memory_list", filters={"eventCount": {"$gte": 1}}, namespace="ops")
