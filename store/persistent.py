@@ -202,11 +202,7 @@ class PersistentTools:
         inputs = {"query": query or "", "keywords": keywords, "action": action or "", "context": context or {}}
         text = _query(config, inputs)
         retrieval, contribution = config["retrieval"], config["contribution"]
-        source = SOURCES[retrieval["source_type"]]
-        if terms(text) or not any(_given(v) for v in inputs.values()):
-            items, line = source(self, retrieval, text if terms(text) else "", namespace)
-        else:  # the caller asked for something, but it has no words to look for
-            items, line = [], None
+        items, line = self._run_source(retrieval, text, any(_given(v) for v in inputs.values()), namespace)
         rendered, tokens, shown = render(
             items, contribution["format"], contribution["template"], line, config["label"], contribution["max_tokens"]
         )
@@ -215,6 +211,16 @@ class PersistentTools:
             "source_id": retrieval["source_id"], "items": [items[i] for i in shown], "format": contribution["format"],
             "contribution": rendered, "tokens": tokens, "truncated": len(shown) < len(items),
         }  # fmt: skip
+
+    def _run_source(self, retrieval: Doc, text: str, asked: bool, namespace: str) -> tuple[list[Doc], Any]:
+        """(items, line renderer): a search for the query's words, a browse when the caller gave
+        no input at all, and nothing when the caller asked for something without words."""
+        source = SOURCES[retrieval["source_type"]]
+        if terms(text):
+            return source(self, retrieval, text, namespace)
+        if not asked:
+            return source(self, retrieval, "", namespace)
+        return [], None
 
     def _check_source(self, retrieval: Doc, namespace: str) -> None:
         """Refuse at create (and update) a source retrieval could not read."""
