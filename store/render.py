@@ -149,7 +149,8 @@ def _json(values: list[Any]) -> str:
 
 def _join_within(head: str, lines: list[str], max_tokens: int | None) -> tuple[str, int, list[int]]:
     """`head` plus the whole lines that fit, in order; nothing at all (not even `head`) when none does."""
-    text, kept = head, list[int]()
+    text = head
+    kept: list[int] = []
     for i, line in enumerate(lines):
         candidate = text + ("\n" if kept else "") + line
         if max_tokens is None or count_tokens(candidate) <= max_tokens:
