@@ -336,11 +336,14 @@ def add_persistent_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         description: Annotated[str, Desc(description="What this memory is for.")] = "",
         inputs_scope: Annotated[list[str] | None, Desc(description="Input scopes that activate this memory.")] = None,
         additional_variables: Annotated[JsonObject | None, Desc(description="Variables for query templates.")] = None,
+        status: Annotated[
+            Literal["active", "disabled", "draft"], Desc(description="Initial status: 'active', 'disabled' or 'draft'.")
+        ] = "active",
         namespace: NS = None,
     ) -> Any:
         """Creates a new persistent memory configuration with retrieval and contribution settings."""
         made = s.persistent_memory_create(
-            label, retrieval, contribution, id, description, inputs_scope, additional_variables,
+            label, retrieval, contribution, id, description, inputs_scope, additional_variables, status,
             namespace=t.ns(namespace),
         )  # fmt: skip
         return result(made, f"created {made['id']}")
@@ -533,13 +536,46 @@ def add_graph_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         return result(graph, f"{len(graph['entities'])} entities")
 
 
+def strict_server(**settings: Any) -> Any:
+    """An MCPServer whose tools refuse arguments they do not have.
+
+    The SDK validates arguments with a pydantic model that ignores unknown keys, so
+    `{"eventType": "x"}` would run a query without its filter (returning every event) and
+    `{"status": "disabled"}` would create an active memory. Here every call is checked against
+    the tool's published parameters first (naming the unknown ones and the close valid name),
+    and the schemas say `additionalProperties: false`."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from store.errors import MemError, refuse_unknown
+
+    class StrictServer(MCPServer):
+        def add_tool(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+            super().add_tool(fn, *args, **kwargs)
+            self._tool_manager.get_tool(kwargs.get("name") or fn.__name__).parameters["additionalProperties"] = False
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None:
+                try:
+                    refuse_unknown(arguments, tool.parameters.get("properties", {}), "argument")
+                except MemError as exc:
+                    raise ToolError(f"Error executing tool {name}: {exc.code}: {exc.message}") from None
+            return await super().call_tool(name, arguments, context)
+
+    return StrictServer(**settings)
+
+
 def build_server(service: Any, namespace: str, agent: str, read_only: bool) -> Any:
     """An MCPServer exposing the tools (only those that do not write, with `read_only`)."""
-    from mcp.server.mcpserver import MCPServer
+    from importlib.metadata import version
+
     from mcp_types import ToolAnnotations
 
-    server = MCPServer(
-        name="mem", instructions="Local-first memory: A2E entries, codebolt memories, a knowledge graph."
+    server = strict_server(
+        name="mem",
+        version=version("a2e-mem"),
+        instructions="Local-first memory: A2E entries, codebolt memories, a knowledge graph.",
     )
     for fn, writes in build_tools(Tools(service, namespace, agent)):
         if read_only and writes:

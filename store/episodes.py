@@ -22,7 +22,7 @@ from typing import Any
 
 from . import clock
 from .documents import new_memory_id, newest_first, page, public
-from .errors import Conflict, InvalidInput
+from .errors import Conflict, InvalidInput, refuse_unknown
 from .filters import matches, parse_time, path_lookup, validate
 from .records import Collection, Doc
 from .timefmt import iso
@@ -169,6 +169,7 @@ def _event(event: Any) -> Doc:
     """The validated fields of an event object (see the module docstring)."""
     if not isinstance(event, dict):
         raise InvalidInput("event must be a JSON object")
+    refuse_unknown(event, EVENT_FIELDS, "event field")  # a misspelt field would be silently lost
     for name in ("event_type", "emitting_agent_id"):
         if not isinstance(event.get(name), str) or not event[name]:
             raise InvalidInput(f"event.{name} is required (a non-empty string)")

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import clock
 from .documents import newest_first, page
-from .errors import Conflict, InvalidInput
+from .errors import Conflict, InvalidInput, refuse_unknown
 from .lexical import terms
 from .records import Collection, Doc
 from .render import as_text, fill, render
@@ -73,11 +73,14 @@ class Config(BaseModel):
 
 def _validated(fields: dict[str, Any]) -> dict[str, Any]:
     try:
-        return Config.model_validate(fields).model_dump()
+        config = Config.model_validate(fields).model_dump()
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise InvalidInput(f"{where}: {err['msg']}", {"errors": exc.errors(include_url=False)}) from None
+    retrieval = config["retrieval"]
+    refuse_unknown(retrieval["filters"], SOURCE_FILTERS[retrieval["source_type"]], "retrieval.filters key")
+    return config
 
 
 class PersistentTools:
@@ -241,6 +244,15 @@ EVENT_FILTERS = {
     "since": "since", "lastMinutes": "last_minutes", "last_minutes": "last_minutes",
     "lastCount": "last_count", "last_count": "last_count",
 }  # fmt: skip
+
+
+# The filters each source reads; any other key would be silently ignored, so it is refused.
+SOURCE_FILTERS: dict[str, tuple[str, ...]] = {
+    "vectordb": ("tier", "agent", "tags", "min_score"),
+    "kv": (),
+    "eventlog": tuple(EVENT_FILTERS),
+    "kg": (),
+}
 
 
 def _event_filters(filters: dict[str, Any]) -> dict[str, Any]:

@@ -101,6 +101,7 @@ def test_rename_and_unknown_ids(service):
         {"event_type": "t", "emitting_agent_id": "a"},
         {"event_type": "t", "emitting_agent_id": "a", "payload": 5},
         {"event_type": "t", "emitting_agent_id": "a", "payload": "x", "tags": "ui"},
+        {"event_type": "t", "emitting_agent_id": "a", "payload": "x", "teamId": "t1"},  # would be lost
         "not an object",
     ],
 )

@@ -536,6 +536,72 @@ async def _invalid_calls() -> None:
         assert (await t.ok("memory_json_list"))[0]["memoryId"] == saved["memoryId"]
 
 
+# -- unknown arguments (audit items 18 and 21) ----------------------------------------------
+
+
+def test_unknown_arguments_are_refused_naming_them(home):
+    asyncio.run(_unknown_arguments())
+    svc = MemoryService(home)
+    try:  # nothing the refused calls carried was written
+        assert svc.persistent_memory_list() == [svc.persistent_memory_get("draft-one")]
+        assert svc.kg_read_graph()["entities"] == []
+    finally:
+        svc.close()
+
+
+async def _unknown_arguments() -> None:
+    async with server() as client:
+        t = Calls(client)
+        mid = (await t.ok("episodic_memory_create", title="log"))["memoryId"]
+        event = {"event_type": "a", "emitting_agent_id": "x", "payload": "p"}
+        await t.ok("episodic_memory_append_event", memoryId=mid, event=event)
+        await t.ok("episodic_memory_append_event", memoryId=mid, event={**event, "event_type": "b"})
+        # a misspelt filter used to be dropped, so the query returned every event
+        text = await t.fails("episodic_memory_query_events", "schema_violation", memoryId=mid, eventType="b")
+        assert "unknown argument 'eventType' (did you mean 'event_type'?)" in text
+        assert [e["event_type"] for e in await t.ok("episodic_memory_query_events", memoryId=mid, event_type="b")] == [
+            "b"
+        ]
+        text = await t.fails("memory_json_list", "schema_violation", filter={"a": 1}, limt=3)
+        assert "'filter' (did you mean 'filters'?)" in text and "'limt' (did you mean 'limit'?)" in text
+        await t.fails("memory_retrieve", "unknown argument 'min_scor'", min_scor=0.5)
+        # unknown keys inside documented objects are refused too
+        text = await t.fails(
+            "episodic_memory_append_event", "schema_violation", memoryId=mid, event={**event, "eventType": "c"}
+        )
+        assert "unknown event field 'eventType' (did you mean 'event_type'?)" in text
+        assert len(await t.ok("episodic_memory_query_events", memoryId=mid)) == 2
+        await t.fails("create_entities", "unknown entity field 'entity_type'",
+                      entities=[{"name": "A", "entity_type": "person"}])  # fmt: skip
+        kv = {"source_type": "kv", "source_id": "default"}
+        await t.fails("persistent_memory_create", "retrieval.filters", label="x",
+                      retrieval={**kv, "filters": {"tags": ["a"]}}, contribution={"format": "text"})  # fmt: skip
+        await t.fails("persistent_memory_create", "retrieval", label="x",
+                      retrieval={**kv, "limits": 3}, contribution={"format": "text"})  # fmt: skip
+        # status is a field of a persistent memory: create honours it (it used to be dropped)
+        made = await t.ok("persistent_memory_create", id="draft-one", label="d", retrieval=kv,
+                          contribution={"format": "text"}, status="draft")  # fmt: skip
+        assert made["status"] == "draft"
+        assert (await t.ok("persistent_memory_get", memory_id="draft-one"))["status"] == "draft"
+        await t.fails("persistent_memory_create", "status", id="off", label="d", retrieval=kv,
+                      contribution={"format": "text"}, status="sleeping")  # fmt: skip
+        # and the schemas say so
+        for tool in (await client.list_tools()).tools:
+            assert tool.input_schema.get("additionalProperties") is False, tool.name
+
+
+def test_server_info_carries_the_package_version():
+    asyncio.run(_server_info())
+
+
+async def _server_info() -> None:
+    from importlib.metadata import version
+
+    async with server() as client:
+        assert client.server_info is not None and client.server_info.name == "mem"
+        assert client.server_info.version == version("a2e-mem")
+
+
 # -- several servers, one store -------------------------------------------------------------
 
 

@@ -132,3 +132,17 @@ def test_disabled_memory_refuses_to_retrieve(service):
         service.persistent_memory_retrieve(pm["id"])
     with pytest.raises(NotFound):
         service.persistent_memory_retrieve("missing")
+
+
+@pytest.mark.parametrize(
+    ("source_type", "filters"),
+    [("vectordb", {"tiers": "semantic"}), ("kv", {"tags": ["a"]}), ("kg", {"type": "person"}),
+     ("eventlog", {"eventType": "x"})],
+)  # fmt: skip
+def test_filters_a_source_does_not_read_are_refused(service, source_type, filters):
+    retrieval = {"source_type": source_type, "source_id": "x", "filters": filters}
+    with pytest.raises(InvalidInput, match="unknown retrieval.filters key"):
+        service.persistent_memory_create("x", retrieval, {"format": "text"})
+    made = service.persistent_memory_create("x", {"source_type": source_type, "source_id": "x"}, {"format": "text"})
+    with pytest.raises(InvalidInput, match="unknown retrieval.filters key"):
+        service.persistent_memory_update(made["id"], retrieval=retrieval)
