@@ -117,6 +117,11 @@ def build_tools(t: Tools) -> list[tuple[Callable[..., Any], bool]]:  # noqa: C90
         """Retrieve a value from memory."""
         return result(s.memory_get(key, namespace=t.ns(namespace)), f"value of {key}")
 
+    @tool(writes=True)
+    def memory_delete(key: Annotated[str, Desc(description="The key to delete.")], namespace: NS = None) -> Any:
+        """Delete a key and its value from memory (an error if the key is not there)."""
+        return result(s.memory_delete(key, namespace=t.ns(namespace)), f"deleted {key}")
+
     # -- JSON, todo, markdown -----------------------------------------------------------------
 
     @tool(writes=True)
@@ -227,7 +232,7 @@ EVENT = Annotated[
         "team_id (string), tags (string[]), payload (string or object, required)."
     ),
 ]
-SWARM = Annotated[str | None, Desc(description="The swarm ID (alternative to memoryId).")]
+SWARM = Annotated[str | None, Desc(description="The swarm ID (alternative to memoryId; not both).")]
 OPT_MEMORY_ID = Annotated[str | None, Desc(description="The episodic memory's ID (or give swarmId).")]
 
 
@@ -237,7 +242,9 @@ def add_episodic_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
     @tool(True)
     def episodic_memory_create(
         title: Annotated[str, Desc(description="The title for the new episodic memory.")],
-        swarmId: SWARM = None,
+        swarmId: Annotated[
+            str | None, Desc(description="Optional swarm ID: memories created with the same one form a swarm.")
+        ] = None,
         namespace: NS = None,
     ) -> Any:
         """Creates a new episodic memory container with a title."""
@@ -301,10 +308,21 @@ def add_episodic_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         return result(s.episodic_memory_archive(memoryId, namespace=t.ns(namespace)), f"archived {memoryId}")
 
     @tool(True)
+    def episodic_memory_unarchive(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Unarchives an episodic memory (active and writable again)."""
+        return result(s.episodic_memory_unarchive(memoryId, namespace=t.ns(namespace)), f"unarchived {memoryId}")
+
+    @tool(True)
+    def episodic_memory_delete(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Deletes an episodic memory and all its events (archived or not)."""
+        done = s.episodic_memory_delete(memoryId, namespace=t.ns(namespace))
+        return result(done, f"deleted {memoryId} and {done['deletedEvents']} events")
+
+    @tool(True)
     def episodic_memory_update_title(
         memoryId: MEMORY_ID, title: Annotated[str, Desc(description="The new title.")], namespace: NS = None
     ) -> Any:
-        """Updates the title of an existing episodic memory."""
+        """Updates the title of an existing episodic memory (refused if it is archived)."""
         return result(s.episodic_memory_update_title(memoryId, title, namespace=t.ns(namespace)), f"renamed {memoryId}")
 
 
@@ -384,6 +402,11 @@ def add_persistent_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
             contribution=contribution,
         )  # fmt: skip
         return result(updated, f"updated {memory_id}")
+
+    @tool(True)
+    def persistent_memory_delete(memory_id: PM_ID, namespace: NS = None) -> Any:
+        """Deletes a persistent memory configuration (the source it reads is left alone)."""
+        return result(s.persistent_memory_delete(memory_id, namespace=t.ns(namespace)), f"deleted {memory_id}")
 
     @tool(False)
     def persistent_memory_retrieve(

@@ -52,9 +52,12 @@ class Unauthorized(MemError):
 
 
 class Conflict(MemError):
-    """The target exists but refuses the operation (an archived log, a disabled configuration)."""
+    """The target exists but refuses the operation (an archived log, a disabled configuration,
+    an ID taken already). Raised by the codebolt tools only, which the A2E wire does not carry,
+    so its code need not be one of the wire's (`invalid_message` would say the request was
+    malformed, which it was not)."""
 
-    code = "invalid_message"
+    code = "conflict"
     exit_code = 4
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import orjson
 from typer.testing import CliRunner
 
@@ -9,6 +13,7 @@ from cli.main import app
 from store.service import MemoryService
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
 
 
 def mem(*args, input=None):
@@ -122,3 +127,56 @@ def test_kg_commands_and_import(home, tmp_path):
     assert {r["name"] for r in rows(mem("kg", "read")) if r["type"] == "entity"} == {"Acme", "Zed"}
     svc = MemoryService(home)
     assert svc.kg_open_nodes(["Zed"])["entities"][0]["observations"] == ["new"]
+
+
+# -- deleting, unarchiving, archived memories (audit items 21 and 22), through `python -m cli.main`
+
+
+def shell(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def record(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return orjson.loads(proc.stdout)
+
+
+def test_delete_a_key(home):
+    record(shell("set", "theme", "dark"))
+    assert record(shell("delete", "theme")) == {"key": "theme", "deleted": True}
+    assert shell("get", "theme").returncode == 3
+    again = shell("delete", "theme")
+    assert again.returncode == 3 and again.stderr == "mem: error: no key with id 'theme'\n"
+
+
+def test_archived_memories_unarchive_and_delete(home):
+    mid = record(shell("episodic", "create", "log", "--swarm", "s1"))["memoryId"]
+    record(shell("episodic", "append", mid, "-e", "a", "-a", "x", "-p", "one"))
+    first = record(shell("episodic", "archive", mid))
+    assert record(shell("episodic", "archive", mid))["archived_at"] == first["archived_at"]  # archiving again
+    renamed = shell("episodic", "rename", mid, "new title")
+    assert renamed.returncode == 4 and "archived" in renamed.stderr
+    appended = shell("episodic", "append", mid, "-e", "b", "-a", "x", "-p", "two")
+    assert appended.returncode == 4 and "archived" in appended.stderr
+    assert record(shell("episodic", "get", mid))["title"] == "log"
+    assert shell("episodic", "query", mid, "--swarm", "s1").returncode == 2  # one or the other, as over MCP
+
+    back = record(shell("episodic", "unarchive", mid))
+    assert back["archived"] is False and "archived_at" not in back
+    record(shell("episodic", "append", mid, "-e", "b", "-a", "x", "-p", "two"))
+    assert record(shell("episodic", "rename", mid, "new title"))["title"] == "new title"
+
+    assert record(shell("episodic", "delete", mid)) == {"memoryId": mid, "deleted": True, "deletedEvents": 2}
+    for args in (("get", mid), ("delete", mid), ("unarchive", mid), ("query", mid)):
+        assert shell("episodic", *args).returncode == 3, args
+    assert shell("episodic", "query", "--swarm", "s1").stdout == ""
+
+
+def test_delete_a_persistent_memory(home):
+    record(shell("persistent", "create", "--label", "P", "--id", "p1", "--retrieval",
+                 '{"source_type": "kv", "source_id": "default"}', "--contribution", '{"format": "text"}'))  # fmt: skip
+    assert record(shell("persistent", "delete", "p1")) == {"id": "p1", "deleted": True}
+    assert shell("persistent", "get", "p1").returncode == 3
+    assert shell("persistent", "delete", "p1").returncode == 3

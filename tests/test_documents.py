@@ -103,3 +103,14 @@ def test_filter_operators_directly():
     assert matches(look, {"missing": {"$exists": False}}) and not matches(look, {"missing": 1})
     assert matches(look, {"l": {"$in": [2, 9]}}) and matches(look, {"n": {"$nin": [1]}})
     assert not matches(look, {"s": {"$gt": 1}})  # a string and a number do not compare
+
+
+def test_memory_delete_removes_a_key(service):
+    service.memory_set("theme", "dark")
+    service.memory_set("lang", "en")
+    assert service.memory_delete("theme") == {"key": "theme", "deleted": True}
+    with pytest.raises(NotFound):
+        service.memory_get("theme")
+    with pytest.raises(NotFound):
+        service.memory_delete("theme")
+    assert [kv["key"] for kv in service.memory_list_keys()] == ["lang"]

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 REQUIRED: dict[str, set[str]] = {
     "memory_set": {"key", "value"},
     "memory_get": {"key"},
+    "memory_delete": {"key"},
     "memory_json_save": {"json"},
     "memory_json_update": {"memoryId", "json"},
     "memory_json_delete": {"memoryId"},
@@ -49,11 +50,14 @@ REQUIRED: dict[str, set[str]] = {
     "episodic_memory_get_event_types": set(),
     "episodic_memory_archive": {"memoryId"},
     "episodic_memory_update_title": {"memoryId", "title"},
+    "episodic_memory_unarchive": {"memoryId"},
+    "episodic_memory_delete": {"memoryId"},
     "persistent_memory_create": {"label", "retrieval", "contribution"},
     "persistent_memory_get": {"memory_id"},
     "persistent_memory_list": set(),
     "persistent_memory_update": {"memory_id"},
     "persistent_memory_retrieve": {"memory_id"},
+    "persistent_memory_delete": {"memory_id"},
     "memory_store": {"entries"},
     "memory_retrieve": set(),
     "memory_forget": set(),
@@ -157,7 +161,7 @@ async def _every_tool(home: Path) -> None:
 
 def check_tool_list(tools: list[Any]) -> None:
     by_name = {tool.name: tool for tool in tools}
-    assert len(tools) == len(by_name) == 39
+    assert len(tools) == len(by_name) == 43
     assert set(by_name) == ALL_TOOLS
     for name, tool in by_name.items():
         schema = tool.input_schema
@@ -195,6 +199,9 @@ async def _kv(t: Calls) -> None:
     assert (await t.ok("memory_get", key="editor"))["value"] == ["neovim", 9]
     await t.fails("memory_get", "memory_not_found", key="theme", namespace="elsewhere")  # namespaces are apart
     await t.fails("memory_get", "memory_not_found", key="missing")
+    assert await t.ok("memory_delete", key="editor") == {"key": "editor", "deleted": True}
+    await t.fails("memory_get", "memory_not_found", key="editor")
+    await t.fails("memory_delete", "memory_not_found", key="editor")
 
 
 async def _documents(t: Calls) -> None:
@@ -346,6 +353,36 @@ async def _episodic(t: Calls) -> None:
     )  # fmt: skip
     assert len(await t.ok(query, memoryId=second["memoryId"])) == 1  # archived logs stay readable
 
+    # an archived memory is read-only: renaming and appending are refused as a conflict
+    text = await t.fails("episodic_memory_update_title", "conflict: ", "archived", memoryId=second["memoryId"],
+                         title="Renamed while archived")  # fmt: skip
+    assert "invalid_message" not in text
+    await t.fails(
+        "episodic_memory_append_event", "conflict: ", memoryId=second["memoryId"],
+        event={"event_type": "deploy", "emitting_agent_id": "agent-9", "payload": "v2"},
+    )  # fmt: skip
+    await tick()
+    again = await t.ok("episodic_memory_archive", memoryId=second["memoryId"])  # archiving again changes nothing
+    assert again["archived_at"] == archived["archived_at"] and again["title"] == "Deploy log"
+    # memoryId and swarmId together are refused, as at the CLI (they could name different memories)
+    await t.fails(query, "schema_violation", "not both", memoryId=mid, swarmId="deploy-bots")
+    await t.fails("episodic_memory_get_event_types", "not both", memoryId=mid, swarmId="deploy-bots")
+
+    back = await t.ok("episodic_memory_unarchive", memoryId=second["memoryId"])
+    assert back["archived"] is False and "archived_at" not in back and back["eventCount"] == 1
+    assert second["memoryId"] in {m["memoryId"] for m in await t.ok("episodic_memory_list")}
+    v2 = {"event_type": "deploy", "emitting_agent_id": "agent-9", "payload": "v2"}
+    await t.ok("episodic_memory_append_event", memoryId=second["memoryId"], event=v2)
+    assert (await t.ok("episodic_memory_unarchive", memoryId=second["memoryId"]))["archived"] is False  # no-op
+    await t.fails("episodic_memory_unarchive", "memory_not_found", memoryId="ep_missing")
+
+    gone = await t.ok("episodic_memory_delete", memoryId=second["memoryId"])
+    assert gone == {"memoryId": second["memoryId"], "deleted": True, "deletedEvents": 2}
+    await t.fails("episodic_memory_get", "memory_not_found", memoryId=second["memoryId"])
+    await t.fails(query, "memory_not_found", memoryId=second["memoryId"])
+    await t.fails("episodic_memory_delete", "memory_not_found", memoryId=second["memoryId"])
+    assert len(await t.ok(query, swarmId="deploy-bots")) == 3  # the swarm lost that memory's events
+
 
 async def _a2e(t: Calls) -> None:
     entries = [
@@ -487,6 +524,10 @@ async def _graph_and_persistent(t: Calls) -> None:
     await t.fails("persistent_memory_retrieve", "disabled", memory_id=prefs["id"])
     await t.fails("persistent_memory_update", "memory_not_found", memory_id="pm_missing", label="x")
     await t.fails("persistent_memory_update", "schema_violation", memory_id=prefs["id"], status="sleeping")
+    assert await t.ok("persistent_memory_delete", memory_id=prefs["id"]) == {"id": prefs["id"], "deleted": True}
+    await t.fails("persistent_memory_get", "memory_not_found", memory_id=prefs["id"])
+    await t.fails("persistent_memory_delete", "memory_not_found", memory_id=prefs["id"])
+    assert [p["id"] for p in await t.ok("persistent_memory_list")] == ["people-graph"]
 
     # deletions
     deletions = [{"entityName": "Alice", "observations": ["likes green tea"]}]

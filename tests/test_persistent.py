@@ -146,3 +146,11 @@ def test_filters_a_source_does_not_read_are_refused(service, source_type, filter
     made = service.persistent_memory_create("x", {"source_type": source_type, "source_id": "x"}, {"format": "text"})
     with pytest.raises(InvalidInput, match="unknown retrieval.filters key"):
         service.persistent_memory_update(made["id"], retrieval=retrieval)
+
+
+def test_delete(service):
+    made = service.persistent_memory_create("x", {"source_type": "kv", "source_id": "x"}, {"format": "text"})
+    assert service.persistent_memory_delete(made["id"]) == {"id": made["id"], "deleted": True}
+    assert service.persistent_memory_list() == []
+    with pytest.raises(NotFound):
+        service.persistent_memory_delete(made["id"])
