@@ -444,6 +444,11 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         agent: AGENT = None,
     ) -> Any:
         """Store A2E memory entries; each invalid one is reported in errors with its index."""
+        from store.errors import refuse_unknown
+        from store.models import MemoryEntry
+
+        for i, entry in enumerate(entries):  # the A2E wire lets extra fields through; a tool call names its typos
+            refuse_unknown(entry, MemoryEntry.model_fields, f"entries[{i}] field")
         stored = s.store(t.session(namespace, agent), entries)
         return result(stored, f"stored {len(stored['stored'])}, {len(stored['errors'])} errors")
 

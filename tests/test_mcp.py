@@ -619,6 +619,12 @@ async def _unknown_arguments() -> None:
                       retrieval={**kv, "filters": {"tags": ["a"]}}, contribution={"format": "text"})  # fmt: skip
         await t.fails("persistent_memory_create", "retrieval", label="x",
                       retrieval={**kv, "limits": 3}, contribution={"format": "text"})  # fmt: skip
+        text = await t.fails("memory_store", "schema_violation", entries=[
+            {"key": {"k": 1}, "content": "x", "tier": "semantic"},
+            {"key": {"k": 2}, "content": "y", "tier": "semantic", "tag": ["ops"]},
+        ])  # fmt: skip
+        assert "unknown entries[1] field 'tag' (did you mean 'tags'?)" in text
+        assert (await t.ok("memory_retrieve"))["total"] == 0  # refused as a whole: nothing stored
         # status is a field of a persistent memory: create honours it (it used to be dropped)
         made = await t.ok("persistent_memory_create", id="draft-one", label="d", retrieval=kv,
                           contribution={"format": "text"}, status="draft")  # fmt: skip
