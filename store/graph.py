@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from . import clock
-from .documents import page
+from .documents import MAX_LIMIT, page
 from .errors import InvalidInput, NotFound, refuse_unknown
 from .ndjson import objects
 from .records import Collection, Doc
@@ -128,6 +128,8 @@ class GraphTools:
         """Entities matching `query` by substring or similarity, best first, and their relations."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must be a non-empty string")
+        if not 0 <= limit <= MAX_LIMIT:  # as `mem kg search --limit`: a negative one is refused, not an empty answer
+            raise InvalidInput(f"limit must be 0..{MAX_LIMIT}")
         return self._subgraph(self._ranked_entities(query, limit, namespace), namespace, both_ends)
 
     def kg_import(self, lines: Iterable[str], namespace: str = "default") -> dict[str, int]:

@@ -571,6 +571,7 @@ async def _invalid_calls() -> None:
         await t.fails("memory_set", "schema_violation", key="", value=1)
         await t.fails("episodic_memory_create", "schema_violation", title="   ")
         await t.fails("search_nodes", "schema_violation", query=" ")
+        await t.fails("search_nodes", "limit must be 0..1000", query="x", limit=-1)  # as `mem kg search --limit`
         # nothing was written, and the server still answers
         assert await t.ok("memory_json_list") == []
         saved = await t.ok("memory_json_save", json={"still": "alive"})
