@@ -114,9 +114,21 @@ def event_types(
 
 @app.command("archive")
 def archive(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
-    """Archive a memory: read-only, hidden from list."""
+    """Archive a memory: read-only, hidden from list (archiving again changes nothing)."""
     result = state.service.episodic_memory_archive(memory_id, namespace=namespace)
     acknowledge(result, fmt)
+
+
+@app.command("unarchive")
+def unarchive(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
+    """Make an archived memory active again: writable, listed."""
+    acknowledge(state.service.episodic_memory_unarchive(memory_id, namespace=namespace), fmt)
+
+
+@app.command("delete")
+def delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
+    """Delete a memory and all its events (archived or not); exit 3 if unknown."""
+    acknowledge(state.service.episodic_memory_delete(memory_id, namespace=namespace), fmt)
 
 
 @app.command("rename")
@@ -126,6 +138,6 @@ def rename(
     namespace: Namespace = "default",
     fmt: Format = None,
 ) -> None:
-    """Change a memory's title."""
+    """Change a memory's title; refused (exit 4) if it is archived."""
     result = state.service.episodic_memory_update_title(memory_id, title, namespace=namespace)
     acknowledge(result, fmt)

@@ -1,4 +1,4 @@
-"""`mem set KEY VALUE` and `mem get KEY`: the codebolt key-value memory."""
+"""`mem set KEY VALUE`, `mem get KEY`, `mem delete KEY`, `mem keys`: the codebolt key-value memory."""
 
 from __future__ import annotations
 
@@ -39,6 +39,13 @@ def get_value(
         print(value if isinstance(value, str) else orjson.dumps(value).decode())
     else:
         show(record, fmt, fields_list(fields))
+
+
+def delete_value(
+    key: Annotated[str, typer.Argument(help="The key.")], namespace: Namespace = "default", fmt: Format = None
+) -> None:
+    """Delete KEY and its value (memory_delete); exit 3 if there is none."""
+    acknowledge(state.service.memory_delete(key, namespace=namespace), fmt)
 
 
 def keys(namespace: Namespace = "default", limit: ListLimit = 100, offset: Offset = 0, fmt: Format = None) -> None:

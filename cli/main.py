@@ -27,6 +27,7 @@ COMMANDS = {
     "session": ("session", "app"),
     "set": ("kv", "set_value"),
     "get": ("kv", "get_value"),
+    "delete": ("kv", "delete_value"),
     "keys": ("kv", "keys"),
     "json": ("docs", "json_app"),
     "todo": ("docs", "todo_app"),

@@ -117,6 +117,11 @@ def build_tools(t: Tools) -> list[tuple[Callable[..., Any], bool]]:  # noqa: C90
         """Retrieve a value from memory."""
         return result(s.memory_get(key, namespace=t.ns(namespace)), f"value of {key}")
 
+    @tool(writes=True)
+    def memory_delete(key: Annotated[str, Desc(description="The key to delete.")], namespace: NS = None) -> Any:
+        """Delete a key and its value from memory (an error if the key is not there)."""
+        return result(s.memory_delete(key, namespace=t.ns(namespace)), f"deleted {key}")
+
     # -- JSON, todo, markdown -----------------------------------------------------------------
 
     @tool(writes=True)
@@ -227,7 +232,7 @@ EVENT = Annotated[
         "team_id (string), tags (string[]), payload (string or object, required)."
     ),
 ]
-SWARM = Annotated[str | None, Desc(description="The swarm ID (alternative to memoryId).")]
+SWARM = Annotated[str | None, Desc(description="The swarm ID (alternative to memoryId; not both).")]
 OPT_MEMORY_ID = Annotated[str | None, Desc(description="The episodic memory's ID (or give swarmId).")]
 
 
@@ -237,7 +242,9 @@ def add_episodic_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
     @tool(True)
     def episodic_memory_create(
         title: Annotated[str, Desc(description="The title for the new episodic memory.")],
-        swarmId: SWARM = None,
+        swarmId: Annotated[
+            str | None, Desc(description="Optional swarm ID: memories created with the same one form a swarm.")
+        ] = None,
         namespace: NS = None,
     ) -> Any:
         """Creates a new episodic memory container with a title."""
@@ -301,10 +308,21 @@ def add_episodic_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         return result(s.episodic_memory_archive(memoryId, namespace=t.ns(namespace)), f"archived {memoryId}")
 
     @tool(True)
+    def episodic_memory_unarchive(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Unarchives an episodic memory (active and writable again)."""
+        return result(s.episodic_memory_unarchive(memoryId, namespace=t.ns(namespace)), f"unarchived {memoryId}")
+
+    @tool(True)
+    def episodic_memory_delete(memoryId: MEMORY_ID, namespace: NS = None) -> Any:
+        """Deletes an episodic memory and all its events (archived or not)."""
+        done = s.episodic_memory_delete(memoryId, namespace=t.ns(namespace))
+        return result(done, f"deleted {memoryId} and {done['deletedEvents']} events")
+
+    @tool(True)
     def episodic_memory_update_title(
         memoryId: MEMORY_ID, title: Annotated[str, Desc(description="The new title.")], namespace: NS = None
     ) -> Any:
-        """Updates the title of an existing episodic memory."""
+        """Updates the title of an existing episodic memory (refused if it is archived)."""
         return result(s.episodic_memory_update_title(memoryId, title, namespace=t.ns(namespace)), f"renamed {memoryId}")
 
 
@@ -339,11 +357,14 @@ def add_persistent_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         description: Annotated[str, Desc(description="What this memory is for.")] = "",
         inputs_scope: Annotated[list[str] | None, Desc(description="Input scopes that activate this memory.")] = None,
         additional_variables: Annotated[JsonObject | None, Desc(description="Variables for query templates.")] = None,
+        status: Annotated[
+            Literal["active", "disabled", "draft"], Desc(description="Initial status: 'active', 'disabled' or 'draft'.")
+        ] = "active",
         namespace: NS = None,
     ) -> Any:
         """Creates a new persistent memory configuration with retrieval and contribution settings."""
         made = s.persistent_memory_create(
-            label, retrieval, contribution, id, description, inputs_scope, additional_variables,
+            label, retrieval, contribution, id, description, inputs_scope, additional_variables, status,
             namespace=t.ns(namespace),
         )  # fmt: skip
         return result(made, f"created {made['id']}")
@@ -385,6 +406,11 @@ def add_persistent_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         )  # fmt: skip
         return result(updated, f"updated {memory_id}")
 
+    @tool(True)
+    def persistent_memory_delete(memory_id: PM_ID, namespace: NS = None) -> Any:
+        """Deletes a persistent memory configuration (the source it reads is left alone)."""
+        return result(s.persistent_memory_delete(memory_id, namespace=t.ns(namespace)), f"deleted {memory_id}")
+
     @tool(False)
     def persistent_memory_retrieve(
         memory_id: PM_ID,
@@ -421,6 +447,11 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         agent: AGENT = None,
     ) -> Any:
         """Store A2E memory entries; each invalid one is reported in errors with its index."""
+        from store.errors import refuse_unknown
+        from store.models import MemoryEntry
+
+        for i, entry in enumerate(entries):  # the A2E wire lets extra fields through; a tool call names its typos
+            refuse_unknown(entry, MemoryEntry.model_fields, f"entries[{i}] field")
         stored = s.store(t.session(namespace, agent), entries)
         return result(stored, f"stored {len(stored['stored'])}, {len(stored['errors'])} errors")
 
@@ -536,13 +567,46 @@ def add_graph_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         return result(graph, f"{len(graph['entities'])} entities")
 
 
+def strict_server(**settings: Any) -> Any:
+    """An MCPServer whose tools refuse arguments they do not have.
+
+    The SDK validates arguments with a pydantic model that ignores unknown keys, so
+    `{"eventType": "x"}` would run a query without its filter (returning every event) and
+    `{"status": "disabled"}` would create an active memory. Here every call is checked against
+    the tool's published parameters first (naming the unknown ones and the close valid name),
+    and the schemas say `additionalProperties: false`."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from store.errors import MemError, refuse_unknown
+
+    class StrictServer(MCPServer):
+        def add_tool(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+            super().add_tool(fn, *args, **kwargs)
+            self._tool_manager.get_tool(kwargs.get("name") or fn.__name__).parameters["additionalProperties"] = False
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None:
+                try:
+                    refuse_unknown(arguments, tool.parameters.get("properties", {}), "argument")
+                except MemError as exc:
+                    raise ToolError(f"Error executing tool {name}: {exc.code}: {exc.message}") from None
+            return await super().call_tool(name, arguments, context)
+
+    return StrictServer(**settings)
+
+
 def build_server(service: Any, namespace: str, agent: str, read_only: bool) -> Any:
     """An MCPServer exposing the tools (only those that do not write, with `read_only`)."""
-    from mcp.server.mcpserver import MCPServer
+    from importlib.metadata import version
+
     from mcp_types import ToolAnnotations
 
-    server = MCPServer(
-        name="mem", instructions="Local-first memory: A2E entries, codebolt memories, a knowledge graph."
+    server = strict_server(
+        name="mem",
+        version=version("a2e-mem"),
+        instructions="Local-first memory: A2E entries, codebolt memories, a knowledge graph.",
     )
     for fn, writes in build_tools(Tools(service, namespace, agent)):
         if read_only and writes:

@@ -8,7 +8,7 @@ import typer
 
 from .context import state
 from .options import Fields, Format, ListLimit, Namespace, Offset, fields_list, optional_object
-from .output import emit, show
+from .output import acknowledge, emit, show
 
 app = typer.Typer(help="Persistent memories: retrieval configurations (persistent_memory_*).", no_args_is_help=True)
 MemoryId = Annotated[str, typer.Argument(help="The persistent memory's ID.")]
@@ -82,6 +82,12 @@ def update(
     """Change the given fields; exit 3 if the ID is unknown."""
     changes = _config_options(label, description, scope, variables, retrieval, contribution, status)
     show(state.service.persistent_memory_update(memory_id, namespace=namespace, **changes), fmt)
+
+
+@app.command("delete")
+def delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
+    """Delete a configuration (not the data it reads); exit 3 if unknown."""
+    acknowledge(state.service.persistent_memory_delete(memory_id, namespace=namespace), fmt)
 
 
 @app.command("retrieve")

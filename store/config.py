@@ -52,6 +52,7 @@ def load_config(home: Path) -> Config:
         raw: dict[str, Any] = orjson.loads((home / "config.json").read_bytes())
     except FileNotFoundError:
         raw = {}
+    _refuse_unknown_settings(raw)
     values: dict[str, Any] = {}
     for f in fields(Limits):
         env = os.environ.get(f"MEM_{f.name.upper()}")
@@ -60,3 +61,18 @@ def load_config(home: Path) -> Config:
         elif f.name in raw:
             values[f.name] = raw[f.name]
     return Config(Limits(**values), raw.get("namespaces", {}))
+
+
+def _refuse_unknown_settings(raw: dict[str, Any]) -> None:
+    """A misspelt setting would be ignored without a word (a `semantic_writer` list would leave
+    the semantic tier open to every agent), so config.json may only name settings that exist."""
+    from .errors import InvalidInput, refuse_unknown
+
+    known = [f.name for f in fields(Limits)]
+    if not isinstance(raw, dict) or not isinstance(raw.get("namespaces", {}), dict):
+        raise InvalidInput("config.json must be an object, its `namespaces` an object of objects")
+    refuse_unknown(raw, [*known, "namespaces"], "setting in config.json")
+    for namespace, override in raw.get("namespaces", {}).items():
+        if not isinstance(override, dict):
+            raise InvalidInput(f"config.json: namespaces.{namespace} must be an object")
+        refuse_unknown(override, known, f"setting of namespace {namespace!r} in config.json")

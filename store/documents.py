@@ -1,6 +1,7 @@
 """The codebolt key-value, JSON, todo and markdown memories.
 
-- `memory_set` / `memory_get`: a key-value store per namespace; values are any JSON.
+- `memory_set` / `memory_get` / `memory_delete`: a key-value store per namespace; values are any
+  JSON; deleting a key that is not there is a `memory_not_found` error.
 - JSON, todo and markdown memories are records with a generated memory ID, `created_at` and
   `updated_at` (ISO 8601, UTC). Update replaces the object and keeps the ID and `created_at`;
   update or delete of an unknown ID is a `memory_not_found` error, never a silent success.
@@ -87,6 +88,11 @@ class DocumentTools:
     def memory_get(self, key: str, namespace: str = "default") -> Doc:
         """The value stored under `key`; `memory_not_found` if there is none."""
         return _kv_public(self._kind("kv", namespace).require(key, "key"))
+
+    def memory_delete(self, key: str, namespace: str = "default") -> Doc:
+        """Delete the pair under `key`; `memory_not_found` if there is none."""
+        self._kind("kv", namespace).delete(key, "key")
+        return {"key": key, "deleted": True}
 
     def memory_list_keys(self, namespace: str = "default", limit: int | None = None, offset: int = 0) -> list[Doc]:
         """Every key-value pair, newest first."""

@@ -1,10 +1,13 @@
 """Codebolt episodic memories: titled, append-only logs of events.
 
 - A memory has an ID, a title, an optional `swarmId`, and is active or archived. An archived
-  memory is read-only (appending is refused with a clear error) and hidden from
-  `episodic_memory_list` unless `include_archived` is set (or filtered on `archived`).
+  memory is read-only (appending and renaming are refused with a `conflict` error) and hidden
+  from `episodic_memory_list` unless `include_archived` is set (or filtered on `archived`).
+  Archiving twice keeps the first `archived_at`; `unarchive` makes it active again; `delete`
+  removes it and its events (archived or not).
 - A swarm is the set of memories created with the same `swarmId`: a query by `swarmId` reads the
-  events of all of them (archived ones included: archiving stops writes, not reads).
+  events of all of them (archived ones included: archiving stops writes, not reads). A query
+  gives `memoryId` or `swarmId`, never both (refused, at the CLI and over MCP alike).
 - Events carry `event_type`, `emitting_agent_id`, optional `team_id`, `tags` and a `payload`
   (string or object), plus an `eventId`, the `memoryId` and a `timestamp` (ISO 8601, UTC) set by
   the store. Each memory's events are one collection, so appending costs one journal line however
@@ -22,7 +25,7 @@ from typing import Any
 
 from . import clock
 from .documents import new_memory_id, newest_first, page, public
-from .errors import Conflict, InvalidInput
+from .errors import Conflict, InvalidInput, refuse_unknown
 from .filters import matches, parse_time, path_lookup, validate
 from .records import Collection, Doc
 from .timefmt import iso
@@ -79,9 +82,7 @@ class EpisodeTools:
 
     def episodic_memory_append_event(self, memory_id: str, event: Any, namespace: str = "default") -> Doc:
         """Append `event` to memory `memory_id`; refused if the memory is archived."""
-        memory = self._episodes(namespace).require(memory_id, "episodic memory")
-        if memory["archived"]:
-            raise Conflict(f"episodic memory {memory_id!r} is archived: it is read-only")
+        _writable(self._episodes(namespace).require(memory_id, "episodic memory"))
         doc = {"id": _event_id(), "memoryId": memory_id, **_event(event), "timestamp": iso(clock.now())}
         self._events(namespace, memory_id).put(doc)
         return public_event(doc)
@@ -125,25 +126,62 @@ class EpisodeTools:
 
     def episodic_memory_archive(self, memory_id: str, namespace: str = "default") -> Doc:
         """Mark a memory archived (read-only, hidden from list)."""
-        now = iso(clock.now())
-        doc = self._episodes(namespace).update(
-            memory_id, "episodic memory", lambda old: {**old, "archived": True, "archived_at": now, "updated_at": now}
-        )
+
+        def archive(old: Doc) -> Doc:
+            now = iso(clock.now())
+            return {**old, "archived": True, "archived_at": now, "updated_at": now}
+
+        episodes = self._episodes(namespace)
+        with self.engine.lock(namespace):
+            doc = episodes.require(memory_id, "episodic memory")
+            if not doc["archived"]:  # archiving again writes nothing: `archived_at` stays the first
+                doc = episodes.update(memory_id, "episodic memory", archive)
         return self._with_count(doc, namespace)
+
+    def episodic_memory_unarchive(self, memory_id: str, namespace: str = "default") -> Doc:
+        """Make an archived memory active again (writable, listed); an active one is left as is."""
+
+        def unarchive(old: Doc) -> Doc:
+            kept = {k: v for k, v in old.items() if k != "archived_at"}
+            return {**kept, "archived": False, "updated_at": iso(clock.now())}
+
+        episodes = self._episodes(namespace)
+        with self.engine.lock(namespace):
+            doc = episodes.require(memory_id, "episodic memory")
+            if doc["archived"]:
+                doc = episodes.update(memory_id, "episodic memory", unarchive)
+        return self._with_count(doc, namespace)
+
+    def episodic_memory_delete(self, memory_id: str, namespace: str = "default") -> Doc:
+        """Delete a memory and its events (archived or not: deleting is not writing to it).
+        The events go first, so that a delete cut short leaves the memory there to delete again
+        rather than events nobody can reach."""
+        episodes = self._episodes(namespace)
+        with self.engine.lock(namespace):
+            episodes.require(memory_id, "episodic memory")
+            events = self._events(namespace, memory_id)
+            removed = events.delete_many([e["id"] for e in events.all()])
+            episodes.delete(memory_id, "episodic memory")
+        return {"memoryId": memory_id, "deleted": True, "deletedEvents": removed}
 
     def episodic_memory_update_title(self, memory_id: str, title: str, namespace: str = "default") -> Doc:
+        """Rename a memory; refused if it is archived (an archived memory is read-only)."""
         new_title = _title(title)
-        doc = self._episodes(namespace).update(
-            memory_id, "episodic memory", lambda old: {**old, "title": new_title, "updated_at": iso(clock.now())}
-        )
-        return self._with_count(doc, namespace)
+
+        def rename(old: Doc) -> Doc:
+            _writable(old)
+            return {**old, "title": new_title, "updated_at": iso(clock.now())}
+
+        return self._with_count(self._episodes(namespace).update(memory_id, "episodic memory", rename), namespace)
 
     def _memory_ids(self, memory_id: str | None, swarm_id: str | None, namespace: str) -> list[str]:
-        if memory_id and swarm_id:  # one would be silently ignored
+        """The memory, or every memory of the swarm. Giving both is refused, as at the CLI:
+        they could name different memories, and neither reading wins obviously."""
+        if memory_id is not None and swarm_id is not None:
             raise InvalidInput("give memoryId or swarmId, not both")
-        if memory_id:
+        if memory_id is not None:
             return [self._episodes(namespace).require(memory_id, "episodic memory")["id"]]
-        if swarm_id:
+        if swarm_id is not None:
             return [d["id"] for d in self._episodes(namespace).all() if d.get("swarmId") == swarm_id]
         raise InvalidInput("give memoryId or swarmId")
 
@@ -167,6 +205,11 @@ def _event_id() -> str:
     return f"ev_{time.time_ns():020d}_{uuid.uuid4().hex[:8]}"
 
 
+def _writable(memory: Doc) -> None:
+    if memory["archived"]:
+        raise Conflict(f"episodic memory {memory['id']!r} is archived: it is read-only (unarchive it first)")
+
+
 def _title(title: Any) -> str:
     if not isinstance(title, str) or not title.strip():
         raise InvalidInput("title must be a non-empty string")
@@ -177,6 +220,7 @@ def _event(event: Any) -> Doc:
     """The validated fields of an event object (see the module docstring)."""
     if not isinstance(event, dict):
         raise InvalidInput("event must be a JSON object")
+    refuse_unknown(event, EVENT_FIELDS, "event field")  # a misspelt field would be silently lost
     for name in ("event_type", "emitting_agent_id"):
         if not isinstance(event.get(name), str) or not event[name]:
             raise InvalidInput(f"event.{name} is required (a non-empty string)")

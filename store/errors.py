@@ -6,6 +6,7 @@ message and an exit code, `serve-mcp` into a tool error. Nothing else needs to k
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -51,9 +52,12 @@ class Unauthorized(MemError):
 
 
 class Conflict(MemError):
-    """The target exists but refuses the operation (an archived log, a disabled configuration)."""
+    """The target exists but refuses the operation (an archived log, a disabled configuration,
+    an ID taken already). Raised by the codebolt tools only, which the A2E wire does not carry,
+    so its code need not be one of the wire's (`invalid_message` would say the request was
+    malformed, which it was not)."""
 
-    code = "invalid_message"
+    code = "conflict"
     exit_code = 4
 
 
@@ -62,3 +66,30 @@ class StoreMismatch(MemError):
 
     code = "runtime_error"
     exit_code = 1
+
+
+def refuse_unknown(given: Iterable[str], known: Iterable[str], what: str) -> None:
+    """Refuse names (tool arguments, fields of an object) that are not `known`, naming each and
+    the close valid name if there is one: a misspelt filter must not silently match everything,
+    nor a misspelt field be silently dropped."""
+    allowed = list(known)
+    unknown = [name for name in given if name not in allowed]
+    if not unknown:
+        return
+    named = ", ".join(f"{name!r}{_did_you_mean(name, allowed)}" for name in unknown)
+    plural = "s" if len(unknown) > 1 else ""
+    raise InvalidInput(
+        f"unknown {what}{plural} {named}; expected: {', '.join(allowed)}", {"unknown": unknown, "allowed": allowed}
+    )
+
+
+def _did_you_mean(name: str, allowed: list[str]) -> str:
+    """` (did you mean 'x'?)` for the valid name closest to `name`, or nothing."""
+    import difflib
+
+    def squash(text: str) -> str:  # eventType, event-type and EVENT_TYPE all mean event_type
+        return text.replace("_", "").replace("-", "").lower()
+
+    same = [a for a in allowed if squash(a) == squash(name)]
+    close = same or difflib.get_close_matches(name, allowed, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from . import clock
-from .documents import page
-from .errors import InvalidInput, NotFound
+from .documents import MAX_LIMIT, page
+from .errors import InvalidInput, NotFound, refuse_unknown
 from .ndjson import objects
 from .records import Collection, Doc
 from .search import Filters, search
@@ -75,8 +75,9 @@ class GraphTools:
         """Add observations to entities; returns, per entity, the ones that were new."""
         store = self._entities(namespace)
         added = []
+        items = [_object(i, ("entityName", "contents"), "observation") for i in _list(observations, "observations")]
         with self.engine.lock(namespace):
-            for item in _list(observations, "observations"):
+            for item in items:
                 name, contents = _field(item, "entityName"), _strings(item.get("contents"), "contents")
                 old = store.require(name, "entity")
                 new = [c for c in dict.fromkeys(contents) if c not in old["observations"]]
@@ -97,8 +98,9 @@ class GraphTools:
     def kg_delete_observations(self, deletions: list[Any], namespace: str = "default") -> list[Doc]:
         store = self._entities(namespace)
         done = []
+        items = [_object(i, ("entityName", "observations"), "deletion") for i in _list(deletions, "deletions")]
         with self.engine.lock(namespace):
-            for item in _list(deletions, "deletions"):
+            for item in items:
                 name, gone = _field(item, "entityName"), set(_strings(item.get("observations"), "observations"))
                 old = store.require(name, "entity")
                 store.put({**old, "observations": [o for o in old["observations"] if o not in gone]})
@@ -126,6 +128,8 @@ class GraphTools:
         """Entities matching `query` by substring or similarity, best first, and their relations."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must be a non-empty string")
+        if not 0 <= limit <= MAX_LIMIT:  # as `mem kg search --limit`: a negative one is refused, not an empty answer
+            raise InvalidInput(f"limit must be 0..{MAX_LIMIT}")
         return self._subgraph(self._ranked_entities(query, limit, namespace), namespace, both_ends)
 
     def kg_import(self, lines: Iterable[str], namespace: str = "default") -> dict[str, int]:
@@ -136,7 +140,9 @@ class GraphTools:
             kind = item.pop("type", None)
             if kind not in ("entity", "relation"):
                 raise InvalidInput(f"line {number}: expected an object with type entity or relation")
-            (entities if kind == "entity" else relations).append(item)
+            # another tool's file: fields this model does not have are left behind, not refused
+            fields = ENTITY_FIELDS if kind == "entity" else RELATION_FIELDS
+            (entities if kind == "entity" else relations).append({k: v for k, v in item.items() if k in fields})
         made = self.kg_create_entities(entities, namespace)
         linked = self.kg_create_relations(relations, namespace, skip_dangling=True)
         return {"entities": len(made), "relations": len(linked), "lines": len(entities) + len(relations)}
@@ -196,7 +202,19 @@ def _strings(value: Any, what: str) -> list[str]:
     return value
 
 
+ENTITY_FIELDS = ("name", "entityType", "observations")
+RELATION_FIELDS = ("from", "to", "relationType")
+
+
+def _object(item: Any, fields: tuple[str, ...], what: str) -> Any:
+    """`item`, refused if it is an object with a key the model does not have (it would be lost)."""
+    if isinstance(item, dict):
+        refuse_unknown(item, fields, f"{what} field")
+    return item
+
+
 def _entity(item: Any) -> Doc:
+    item = _object(item, ENTITY_FIELDS, "entity")
     return {
         "name": _field(item, "name"),
         "entityType": _field(item, "entityType"),
@@ -205,4 +223,5 @@ def _entity(item: Any) -> Doc:
 
 
 def _relation(item: Any) -> Doc:
+    item = _object(item, RELATION_FIELDS, "relation")
     return {"from": _field(item, "from"), "to": _field(item, "to"), "relationType": _field(item, "relationType")}

@@ -181,6 +181,11 @@ class PersistentTools:
 
         return self._configs(namespace).update(memory_id, "persistent memory", change)
 
+    def persistent_memory_delete(self, memory_id: str, namespace: str = "default") -> Doc:
+        """Delete a configuration (the source it reads is left alone); `memory_not_found` if absent."""
+        self._configs(namespace).delete(memory_id, "persistent memory")
+        return {"id": memory_id, "deleted": True}
+
     def persistent_memory_retrieve(
         self,
         memory_id: str,
@@ -327,6 +332,8 @@ ITEM_FIELDS = {
     "kg": ("type", "name", "entityType", "observations", "from", "to", "relationType"),
 }
 QUERY_INPUTS = ("query", "keywords", "action", "context")
+
+
 
 
 def _event_filters(filters: dict[str, Any]) -> dict[str, Any]:

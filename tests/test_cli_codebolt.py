@@ -174,3 +174,48 @@ def test_list_filters_match_arrays_and_event_counts_at_the_shell(home):
     mem("episodic", "append", busy, "-e", "x", "-a", "a", "-p", "p")
     listed = rows(mem("episodic", "list", "--filter", '{"eventCount": {"$gte": 1}}'))
     assert [m["title"] for m in listed] == ["busy"]
+# -- deleting, unarchiving, archived memories (audit items 21 and 22), through `python -m cli.main`
+
+
+def record(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return orjson.loads(proc.stdout)
+
+
+def test_delete_a_key(home):
+    record(shell("set", "theme", "dark"))
+    assert record(shell("delete", "theme")) == {"key": "theme", "deleted": True}
+    assert shell("get", "theme").returncode == 3
+    again = shell("delete", "theme")
+    assert again.returncode == 3 and again.stderr == "mem: error: no key with id 'theme'\n"
+
+
+def test_archived_memories_unarchive_and_delete(home):
+    mid = record(shell("episodic", "create", "log", "--swarm", "s1"))["memoryId"]
+    record(shell("episodic", "append", mid, "-e", "a", "-a", "x", "-p", "one"))
+    first = record(shell("episodic", "archive", mid))
+    assert record(shell("episodic", "archive", mid))["archived_at"] == first["archived_at"]  # archiving again
+    renamed = shell("episodic", "rename", mid, "new title")
+    assert renamed.returncode == 4 and "archived" in renamed.stderr
+    appended = shell("episodic", "append", mid, "-e", "b", "-a", "x", "-p", "two")
+    assert appended.returncode == 4 and "archived" in appended.stderr
+    assert record(shell("episodic", "get", mid))["title"] == "log"
+    assert shell("episodic", "query", mid, "--swarm", "s1").returncode == 2  # one or the other, as over MCP
+
+    back = record(shell("episodic", "unarchive", mid))
+    assert back["archived"] is False and "archived_at" not in back
+    record(shell("episodic", "append", mid, "-e", "b", "-a", "x", "-p", "two"))
+    assert record(shell("episodic", "rename", mid, "new title"))["title"] == "new title"
+
+    assert record(shell("episodic", "delete", mid)) == {"memoryId": mid, "deleted": True, "deletedEvents": 2}
+    for args in (("get", mid), ("delete", mid), ("unarchive", mid), ("query", mid)):
+        assert shell("episodic", *args).returncode == 3, args
+    assert shell("episodic", "query", "--swarm", "s1").stdout == ""
+
+
+def test_delete_a_persistent_memory(home):
+    record(shell("persistent", "create", "--label", "P", "--id", "p1", "--retrieval",
+                 '{"source_type": "kv", "source_id": "default"}', "--contribution", '{"format": "text"}'))  # fmt: skip
+    assert record(shell("persistent", "delete", "p1")) == {"id": "p1", "deleted": True}
+    assert shell("persistent", "get", "p1").returncode == 3
+    assert shell("persistent", "delete", "p1").returncode == 3

@@ -122,3 +122,12 @@ def test_filters_treat_arrays_as_mongodb_does(service):
     assert titles({"tags": {"$ne": "a"}}) == ["t1", "t2"] and titles({"tags": {"$all": ["a", "b"]}}) == ["t0"]
     with pytest.raises(InvalidInput, match=r"\$all takes a list"):
         service.memory_todo_list({"tags": {"$all": "a"}})
+def test_memory_delete_removes_a_key(service):
+    service.memory_set("theme", "dark")
+    service.memory_set("lang", "en")
+    assert service.memory_delete("theme") == {"key": "theme", "deleted": True}
+    with pytest.raises(NotFound):
+        service.memory_get("theme")
+    with pytest.raises(NotFound):
+        service.memory_delete("theme")
+    assert [kv["key"] for kv in service.memory_list_keys()] == ["lang"]

@@ -101,6 +101,7 @@ def test_rename_and_unknown_ids(service):
         {"event_type": "t", "emitting_agent_id": "a"},
         {"event_type": "t", "emitting_agent_id": "a", "payload": 5},
         {"event_type": "t", "emitting_agent_id": "a", "payload": "x", "tags": "ui"},
+        {"event_type": "t", "emitting_agent_id": "a", "payload": "x", "teamId": "t1"},  # would be lost
         "not an object",
     ],
 )
@@ -131,9 +132,43 @@ def test_list_filters_see_the_event_count(service):
     assert sorted(listed({"eventCount": {"$lt": 5}, "title": {"$in": ["busy", "quiet"]}})) == ["busy", "quiet"]
 
 
+def test_archived_is_read_only_and_archiving_again_keeps_archived_at(service):
+    mid = service.episodic_memory_create("log")["memoryId"]
+    first = service.episodic_memory_archive(mid)
+    clock.set_offset(5)
+    assert service.episodic_memory_archive(mid)["archived_at"] == first["archived_at"]
+    with pytest.raises(Conflict, match="archived") as refused:
+        service.episodic_memory_update_title(mid, "renamed")
+    assert refused.value.code == "conflict" and refused.value.exit_code == 4
+    with pytest.raises(Conflict) as refused:
+        service.episodic_memory_append_event(mid, event())
+    assert refused.value.code == "conflict"
+    assert service.episodic_memory_get(mid)["title"] == "log"
+
+
+def test_unarchive_and_delete(service):
+    mid = service.episodic_memory_create("log", swarm_id="s")["memoryId"]
+    other = service.episodic_memory_create("other", swarm_id="s")["memoryId"]
+    for _ in range(3):
+        service.episodic_memory_append_event(mid, event())
+    service.episodic_memory_append_event(other, event("kept"))
+    service.episodic_memory_archive(mid)
+    back = service.episodic_memory_unarchive(mid)
+    assert back["archived"] is False and "archived_at" not in back
+    assert service.episodic_memory_unarchive(mid) == back  # already active: nothing changes
+    assert service.episodic_memory_update_title(mid, "renamed")["title"] == "renamed"
+    service.episodic_memory_archive(mid)
+    assert service.episodic_memory_delete(mid) == {"memoryId": mid, "deleted": True, "deletedEvents": 3}
+    assert [e["event_type"] for e in service.episodic_memory_query_events(swarm_id="s")] == ["kept"]
+    for call in (service.episodic_memory_delete, service.episodic_memory_unarchive, service.episodic_memory_get):
+        with pytest.raises(NotFound):
+            call(mid)
+    assert [m["memoryId"] for m in service.episodic_memory_list(include_archived=True)] == [other]
+
+
 def test_memory_id_and_swarm_id_together_are_refused(service):
-    mid = service.episodic_memory_create("a", swarm_id="s")["memoryId"]
+    mid = service.episodic_memory_create("log", swarm_id="s")["memoryId"]
     with pytest.raises(InvalidInput, match="not both"):
-        service.episodic_memory_query_events(memory_id=mid, swarm_id="s")
+        service.episodic_memory_query_events(memory_id=mid, swarm_id="other")
     with pytest.raises(InvalidInput, match="not both"):
         service.episodic_memory_get_event_types(memory_id=mid, swarm_id="s")

@@ -76,3 +76,18 @@ def test_import_of_an_mcp_memory_server_file(service, tmp_path):
     assert service.kg_search_nodes("spanish")["entities"][0]["name"] == "John_Smith"
     with pytest.raises(InvalidInput, match="line 1"):
         service.kg_import(['{"type": "thing"}'])
+
+
+def test_unknown_fields_are_refused_but_an_import_leaves_them_behind(service):
+    for call in (
+        lambda: service.kg_create_entities([{"name": "A", "entityType": "x", "observation": ["typo"]}]),
+        lambda: service.kg_create_relations([{"from": "A", "to": "A", "relationType": "self", "weight": 1}]),
+        lambda: service.kg_add_observations([{"entityName": "A", "contents": ["a"], "content": ["b"]}]),
+        lambda: service.kg_delete_observations([{"entityName": "A", "observation": ["a"]}]),
+    ):
+        with pytest.raises(InvalidInput, match="unknown .* field"):
+            call()
+    assert service.kg_read_graph()["entities"] == []
+    # a file written by another tool may carry more: the model's fields are read, the rest ignored
+    lines = ['{"type": "entity", "name": "A", "entityType": "x", "observations": [], "createdAt": "2025-01-01"}']
+    assert service.kg_import(lines)["entities"] == 1

@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 REQUIRED: dict[str, set[str]] = {
     "memory_set": {"key", "value"},
     "memory_get": {"key"},
+    "memory_delete": {"key"},
     "memory_json_save": {"json"},
     "memory_json_update": {"memoryId", "json"},
     "memory_json_delete": {"memoryId"},
@@ -50,11 +51,14 @@ REQUIRED: dict[str, set[str]] = {
     "episodic_memory_get_event_types": set(),
     "episodic_memory_archive": {"memoryId"},
     "episodic_memory_update_title": {"memoryId", "title"},
+    "episodic_memory_unarchive": {"memoryId"},
+    "episodic_memory_delete": {"memoryId"},
     "persistent_memory_create": {"label", "retrieval", "contribution"},
     "persistent_memory_get": {"memory_id"},
     "persistent_memory_list": set(),
     "persistent_memory_update": {"memory_id"},
     "persistent_memory_retrieve": {"memory_id"},
+    "persistent_memory_delete": {"memory_id"},
     "memory_store": {"entries"},
     "memory_retrieve": set(),
     "memory_forget": set(),
@@ -158,7 +162,7 @@ async def _every_tool(home: Path) -> None:
 
 def check_tool_list(tools: list[Any]) -> None:
     by_name = {tool.name: tool for tool in tools}
-    assert len(tools) == len(by_name) == 39
+    assert len(tools) == len(by_name) == 43
     assert set(by_name) == ALL_TOOLS
     for name, tool in by_name.items():
         schema = tool.input_schema
@@ -196,6 +200,9 @@ async def _kv(t: Calls) -> None:
     assert (await t.ok("memory_get", key="editor"))["value"] == ["neovim", 9]
     await t.fails("memory_get", "memory_not_found", key="theme", namespace="elsewhere")  # namespaces are apart
     await t.fails("memory_get", "memory_not_found", key="missing")
+    assert await t.ok("memory_delete", key="editor") == {"key": "editor", "deleted": True}
+    await t.fails("memory_get", "memory_not_found", key="editor")
+    await t.fails("memory_delete", "memory_not_found", key="editor")
 
 
 async def _documents(t: Calls) -> None:
@@ -347,6 +354,36 @@ async def _episodic(t: Calls) -> None:
     )  # fmt: skip
     assert len(await t.ok(query, memoryId=second["memoryId"])) == 1  # archived logs stay readable
 
+    # an archived memory is read-only: renaming and appending are refused as a conflict
+    text = await t.fails("episodic_memory_update_title", "conflict: ", "archived", memoryId=second["memoryId"],
+                         title="Renamed while archived")  # fmt: skip
+    assert "invalid_message" not in text
+    await t.fails(
+        "episodic_memory_append_event", "conflict: ", memoryId=second["memoryId"],
+        event={"event_type": "deploy", "emitting_agent_id": "agent-9", "payload": "v2"},
+    )  # fmt: skip
+    await tick()
+    again = await t.ok("episodic_memory_archive", memoryId=second["memoryId"])  # archiving again changes nothing
+    assert again["archived_at"] == archived["archived_at"] and again["title"] == "Deploy log"
+    # memoryId and swarmId together are refused, as at the CLI (they could name different memories)
+    await t.fails(query, "schema_violation", "not both", memoryId=mid, swarmId="deploy-bots")
+    await t.fails("episodic_memory_get_event_types", "not both", memoryId=mid, swarmId="deploy-bots")
+
+    back = await t.ok("episodic_memory_unarchive", memoryId=second["memoryId"])
+    assert back["archived"] is False and "archived_at" not in back and back["eventCount"] == 1
+    assert second["memoryId"] in {m["memoryId"] for m in await t.ok("episodic_memory_list")}
+    v2 = {"event_type": "deploy", "emitting_agent_id": "agent-9", "payload": "v2"}
+    await t.ok("episodic_memory_append_event", memoryId=second["memoryId"], event=v2)
+    assert (await t.ok("episodic_memory_unarchive", memoryId=second["memoryId"]))["archived"] is False  # no-op
+    await t.fails("episodic_memory_unarchive", "memory_not_found", memoryId="ep_missing")
+
+    gone = await t.ok("episodic_memory_delete", memoryId=second["memoryId"])
+    assert gone == {"memoryId": second["memoryId"], "deleted": True, "deletedEvents": 2}
+    await t.fails("episodic_memory_get", "memory_not_found", memoryId=second["memoryId"])
+    await t.fails(query, "memory_not_found", memoryId=second["memoryId"])
+    await t.fails("episodic_memory_delete", "memory_not_found", memoryId=second["memoryId"])
+    assert len(await t.ok(query, swarmId="deploy-bots")) == 3  # the swarm lost that memory's events
+
 
 async def _a2e(t: Calls) -> None:
     entries = [
@@ -488,6 +525,10 @@ async def _graph_and_persistent(t: Calls) -> None:
     await t.fails("persistent_memory_retrieve", "disabled", memory_id=prefs["id"])
     await t.fails("persistent_memory_update", "memory_not_found", memory_id="pm_missing", label="x")
     await t.fails("persistent_memory_update", "schema_violation", memory_id=prefs["id"], status="sleeping")
+    assert await t.ok("persistent_memory_delete", memory_id=prefs["id"]) == {"id": prefs["id"], "deleted": True}
+    await t.fails("persistent_memory_get", "memory_not_found", memory_id=prefs["id"])
+    await t.fails("persistent_memory_delete", "memory_not_found", memory_id=prefs["id"])
+    assert [p["id"] for p in await t.ok("persistent_memory_list")] == ["people-graph"]
 
     # deletions
     deletions = [{"entityName": "Alice", "observations": ["likes green tea"]}]
@@ -531,10 +572,83 @@ async def _invalid_calls() -> None:
         await t.fails("memory_set", "schema_violation", key="", value=1)
         await t.fails("episodic_memory_create", "schema_violation", title="   ")
         await t.fails("search_nodes", "schema_violation", query=" ")
+        await t.fails("search_nodes", "limit must be 0..1000", query="x", limit=-1)  # as `mem kg search --limit`
         # nothing was written, and the server still answers
         assert await t.ok("memory_json_list") == []
         saved = await t.ok("memory_json_save", json={"still": "alive"})
         assert (await t.ok("memory_json_list"))[0]["memoryId"] == saved["memoryId"]
+
+
+# -- unknown arguments (audit items 18 and 21) ----------------------------------------------
+
+
+def test_unknown_arguments_are_refused_naming_them(home):
+    asyncio.run(_unknown_arguments())
+    svc = MemoryService(home)
+    try:  # nothing the refused calls carried was written
+        assert svc.persistent_memory_list() == [svc.persistent_memory_get("draft-one")]
+        assert svc.kg_read_graph()["entities"] == []
+    finally:
+        svc.close()
+
+
+async def _unknown_arguments() -> None:
+    async with server() as client:
+        t = Calls(client)
+        mid = (await t.ok("episodic_memory_create", title="log"))["memoryId"]
+        event = {"event_type": "a", "emitting_agent_id": "x", "payload": "p"}
+        await t.ok("episodic_memory_append_event", memoryId=mid, event=event)
+        await t.ok("episodic_memory_append_event", memoryId=mid, event={**event, "event_type": "b"})
+        # a misspelt filter used to be dropped, so the query returned every event
+        text = await t.fails("episodic_memory_query_events", "schema_violation", memoryId=mid, eventType="b")
+        assert "unknown argument 'eventType' (did you mean 'event_type'?)" in text
+        assert [e["event_type"] for e in await t.ok("episodic_memory_query_events", memoryId=mid, event_type="b")] == [
+            "b"
+        ]
+        text = await t.fails("memory_json_list", "schema_violation", filter={"a": 1}, limt=3)
+        assert "'filter' (did you mean 'filters'?)" in text and "'limt' (did you mean 'limit'?)" in text
+        await t.fails("memory_retrieve", "unknown argument 'min_scor'", min_scor=0.5)
+        # unknown keys inside documented objects are refused too
+        text = await t.fails(
+            "episodic_memory_append_event", "schema_violation", memoryId=mid, event={**event, "eventType": "c"}
+        )
+        assert "unknown event field 'eventType' (did you mean 'event_type'?)" in text
+        assert len(await t.ok("episodic_memory_query_events", memoryId=mid)) == 2
+        await t.fails("create_entities", "unknown entity field 'entity_type'",
+                      entities=[{"name": "A", "entity_type": "person"}])  # fmt: skip
+        kv = {"source_type": "kv", "source_id": "default"}
+        await t.fails("persistent_memory_create", "retrieval.filters", label="x",
+                      retrieval={**kv, "filters": {"tags": ["a"]}}, contribution={"format": "text"})  # fmt: skip
+        await t.fails("persistent_memory_create", "retrieval", label="x",
+                      retrieval={**kv, "limits": 3}, contribution={"format": "text"})  # fmt: skip
+        text = await t.fails("memory_store", "schema_violation", entries=[
+            {"key": {"k": 1}, "content": "x", "tier": "semantic"},
+            {"key": {"k": 2}, "content": "y", "tier": "semantic", "tag": ["ops"]},
+        ])  # fmt: skip
+        assert "unknown entries[1] field 'tag' (did you mean 'tags'?)" in text
+        assert (await t.ok("memory_retrieve"))["total"] == 0  # refused as a whole: nothing stored
+        # status is a field of a persistent memory: create honours it (it used to be dropped)
+        made = await t.ok("persistent_memory_create", id="draft-one", label="d", retrieval=kv,
+                          contribution={"format": "text"}, status="draft")  # fmt: skip
+        assert made["status"] == "draft"
+        assert (await t.ok("persistent_memory_get", memory_id="draft-one"))["status"] == "draft"
+        await t.fails("persistent_memory_create", "status", id="off", label="d", retrieval=kv,
+                      contribution={"format": "text"}, status="sleeping")  # fmt: skip
+        # and the schemas say so
+        for tool in (await client.list_tools()).tools:
+            assert tool.input_schema.get("additionalProperties") is False, tool.name
+
+
+def test_server_info_carries_the_package_version():
+    asyncio.run(_server_info())
+
+
+async def _server_info() -> None:
+    from importlib.metadata import version
+
+    async with server() as client:
+        assert client.server_info is not None and client.server_info.name == "mem"
+        assert client.server_info.version == version("a2e-mem")
 
 
 # -- several servers, one store -------------------------------------------------------------

@@ -326,3 +326,28 @@ def test_vectordb_never_fills_limit_with_irrelevant_entries(service):
     pm = create(service, "vectordb", "docs", retrieval={"limit": 5})
     found = service.persistent_memory_retrieve(pm["id"], query="python")["items"]
     assert [i["key"] for i in found] == [{"key": "py"}] and all(i["relevance"] > 0 for i in found)
+
+
+@pytest.mark.parametrize(
+    ("source_type", "filters"),
+    [("vectordb", {"tiers": "semantic"}), ("kv", {"tags": ["a"]}), ("kg", {"type": "person"}),
+     ("eventlog", {"eventType": "x"})],
+)  # fmt: skip
+def test_filters_a_source_does_not_read_are_refused(service, source_type, filters):
+    source_id = service.episodic_memory_create("log")["memoryId"] if source_type == "eventlog" else "x"
+    retrieval = {"source_type": source_type, "source_id": source_id, "filters": filters}
+    with pytest.raises(InvalidInput, match=r"unknown \w+ filter|takes no filters"):
+        service.persistent_memory_create("x", retrieval, {"format": "text"})
+    made = service.persistent_memory_create(
+        "x", {"source_type": source_type, "source_id": source_id}, {"format": "text"}
+    )
+    with pytest.raises(InvalidInput, match=r"unknown \w+ filter|takes no filters"):
+        service.persistent_memory_update(made["id"], retrieval=retrieval)
+
+
+def test_delete(service):
+    made = service.persistent_memory_create("x", {"source_type": "kv", "source_id": "x"}, {"format": "text"})
+    assert service.persistent_memory_delete(made["id"]) == {"id": made["id"], "deleted": True}
+    assert service.persistent_memory_list() == []
+    with pytest.raises(NotFound):
+        service.persistent_memory_delete(made["id"])

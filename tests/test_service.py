@@ -202,3 +202,27 @@ def test_another_process_sees_writes(home):
     assert reader.retrieve(r)["total"] == 1
     writer.forget(writer.scope("ns", "a"))
     assert reader.retrieve(r)["total"] == 0
+
+
+def test_config_with_an_unknown_setting_is_refused_naming_it(home):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from store.errors import InvalidInput
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text('{"max_entries": 10, "namespaces": {"team": {"semantic_writer": ["lead"]}}}')
+    with pytest.raises(InvalidInput, match="'semantic_writer' \\(did you mean 'semantic_writers'\\?\\)"):
+        MemoryService(home)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "stats"], cwd=Path(__file__).resolve().parents[1],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 4 and "semantic_writer" in proc.stderr and "team" in proc.stderr
+    (home / "config.json").write_text('{"max_entries": 10, "namespaces": {"team": {"semantic_writers": ["lead"]}}}')
+    svc = MemoryService(home)
+    try:
+        assert svc.config.for_namespace("team").semantic_writers == ("lead",)
+    finally:
+        svc.close()
