@@ -95,7 +95,7 @@ class Protocol:
 
     def _handshake_req(self, msg: HandshakeRequest) -> dict[str, Any]:
         if self.auth_secret and not hmac.compare_digest(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
-            raise Unauthorized(f"auth_token is not valid for agent {msg.agent_id!r}")
+            return self._handshake_refused(f"auth_token is not valid for agent {msg.agent_id!r}")
         self.agent_id, self.authenticated = msg.agent_id, True
         metadata = {
             "tiers": ["working", "episodic", "semantic"],
@@ -103,6 +103,14 @@ class Protocol:
         }
         caps = [{"capability": "memory", "enabled": True, "metadata": metadata}]
         return {"session_id": self.session_id, "accepted_caps": caps, "max_parallel": 1, "ok": True, "reason": ""}
+
+    def _handshake_refused(self, reason: str) -> dict[str, Any]:
+        """A refused handshake is still a `handshake/resp`: the SDK client reads `ok` and `reason`
+        from it to say why it could not connect. The connection is left
+        unauthenticated, even if an earlier handshake had succeeded: later memory requests get
+        `unauthorized` until a handshake with a valid token."""
+        self.agent_id, self.authenticated = "", False
+        return {"session_id": "", "accepted_caps": [], "max_parallel": 1, "ok": False, "reason": reason}
 
     def _ping(self, msg: Message) -> dict[str, Any]:
         return {"type": "pong", "uptime_seconds": round(time.monotonic() - self.started, 3)}

@@ -114,7 +114,7 @@ def test_auth_secret_requires_a_valid_token(service):
     proto = Protocol(service, auth_secret="s3cret")
     assert call(proto, "memory/init/req", namespace="ns")["code"] == "unauthorized"
     bad = call(proto, "handshake/req", agent_id="a1", auth_token="wrong")
-    assert bad["type"] == "error" and bad["code"] == "unauthorized"
+    assert bad["type"] == "handshake/resp" and bad["ok"] is False and bad["reason"]
     good = call(proto, "handshake/req", agent_id="a1", auth_token=auth_token("s3cret", "a1"))
     assert good["ok"] is True
     assert call(proto, "memory/init/req", namespace="ns")["type"] == "memory/init/resp"

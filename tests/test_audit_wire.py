@@ -1,0 +1,77 @@
+"""Audit (issue 10) items 12-15 on the A2E wire, against `mem serve-stdio` as a subprocess.
+
+Each test speaks NDJSON to a real `mem serve-stdio` the way the A2E SDK client does: one JSON
+object a line, responses matched by `req_id`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from store.protocol import auth_token
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def msg(kind: str, rid: str, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, "id": rid, "version": "1.0", "ts": 0.0, **fields}
+
+
+class Wire:
+    """One `mem serve-stdio` process: `ask` writes a line and reads the one reply."""
+
+    def __init__(self, home: Path, *args: str, **env: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve-stdio", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, cwd=str(REPO), env={**os.environ, "MEM_HOME": str(home), **env},
+        )  # fmt: skip
+
+    def ask(self, message: dict[str, Any] | bytes) -> dict[str, Any]:
+        line = message if isinstance(message, bytes) else orjson.dumps(message)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+        return orjson.loads(self.proc.stdout.readline())
+
+    def init(self, namespace: str = "audit") -> str:
+        return self.ask(msg("memory/init/req", "init", namespace=namespace))["memory_id"]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=30) == 0
+
+
+@pytest.fixture
+def wire(home):
+    w = Wire(home)
+    yield w
+    w.close()
+
+
+# -- 13: a refused handshake is a handshake/resp ------------------------------------------------
+
+
+def test_bad_token_gets_a_handshake_resp_with_ok_false_and_a_reason(home):
+    w = Wire(home, "--auth-secret", "s3cret")
+    hs = msg("handshake/req", "h1", agent_id="a1", agent_caps=["streaming", "artifacts"], auth_token="wrong")
+    bad = w.ask(hs)
+    assert bad["type"] == "handshake/resp" and bad["req_id"] == "h1"
+    assert bad["ok"] is False and "auth_token" in bad["reason"]
+    assert bad["accepted_caps"] == [] and {"session_id", "max_parallel", "id", "version", "ts"} <= bad.keys()
+    refused = w.ask(msg("memory/init/req", "i1", namespace="ns"))
+    assert refused["type"] == "error" and refused["code"] == "unauthorized" and refused["req_id"] == "i1"
+    good = w.ask({**hs, "id": "h2", "auth_token": auth_token("s3cret", "a1")})
+    assert good["type"] == "handshake/resp" and good["ok"] is True and good["reason"] == ""
+    assert w.ask(msg("memory/init/req", "i2", namespace="ns"))["type"] == "memory/init/resp"
+    again = w.ask({**hs, "id": "h3"})  # a later bad handshake takes the authentication away
+    assert again["ok"] is False
+    assert w.ask(msg("memory/init/req", "i3", namespace="ns"))["code"] == "unauthorized"
+    w.close()
