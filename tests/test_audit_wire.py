@@ -75,3 +75,38 @@ def test_bad_token_gets_a_handshake_resp_with_ok_false_and_a_reason(home):
     assert again["ok"] is False
     assert w.ask(msg("memory/init/req", "i3", namespace="ns"))["code"] == "unauthorized"
     w.close()
+
+
+# -- 15: errors for lines that cannot be parsed whole still carry the request's id -------------
+
+
+def test_a_line_over_the_limit_gets_an_error_with_its_id(wire):
+    mid = wire.init()
+    entries = [{"key": {"k": "big"}, "content": "x" * (5 << 20), "tier": "episodic"}]
+    sdk_order = {"type": "memory/store/req", "id": "big-1", "version": "1.0", "ts": 1.5, "memory_id": mid}
+    reply = wire.ask(orjson.dumps({**sdk_order, "entries": entries}))
+    assert reply["type"] == "error" and reply["code"] == "invalid_message" and reply["req_id"] == "big-1"
+    assert "longer than" in reply["message"]
+    id_after_the_bulk = wire.ask(orjson.dumps({"type": "ping", "entries": entries, "id": "late"}))
+    assert id_after_the_bulk["req_id"] == "", "an id beyond the scanned prefix cannot be known"
+    assert wire.ask(msg("ping", "after"))["req_id"] == "after"  # the stream is still in step
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        rb'{"type":"memory/store/req","id":"sur-1","version":"1.0","ts":0,"memory_id":"M",'
+        rb'"entries":[{"key":{"k":"s"},"content":"half a pair \ud800","tier":"episodic"}]}',
+        b'{"type": "ping", "id": "sur-1", "note": "\xff\xfe not UTF-8"}',
+        b'{"type":"ping","id":"sur-1","version":"1.0","ts":0, oops}',
+    ],
+)
+def test_an_unparsable_line_that_starts_with_an_id_gets_it_back(wire, line):
+    reply = wire.ask(line)
+    assert reply["type"] == "error" and reply["code"] == "parse_error" and reply["req_id"] == "sur-1"
+
+
+def test_an_id_that_no_reply_could_carry_is_not_echoed(wire):
+    reply = wire.ask(b'{"type": "ping", "id": "\\udc80-x", "bad": "\xff"}')
+    assert reply["type"] == "error" and reply["req_id"] == ""
+    assert wire.ask(msg("ping", "still-up"))["req_id"] == "still-up"
