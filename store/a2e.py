@@ -338,18 +338,20 @@ class A2E:
 
 
 def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
-    """Merge candidates of several shards: filter on relevance, order, cut to `limit`."""
+    """Merge candidates of several shards: filter on relevance, order (by relevance, or without a
+    query by importance), then by recency, cut to `limit`."""
     total = 0
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
         kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
         total += len(kept) if min_score > 0 else part.total
-        pool.append((part, _leaders(part.relevance, kept, limit)))
+        pool.append((part, _leaders(part.rank, kept, limit)))
     relevance = np.concatenate([p.relevance[i] for p, i in pool]) if pool else np.zeros(0)
+    rank = np.concatenate([p.rank[i] for p, i in pool]) if pool else np.zeros(0)
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
     entries = []
-    for at in np.lexsort((-updated, -relevance))[:limit]:
+    for at in np.lexsort((-updated, -rank))[:limit]:
         part, row = refs[at]
         entry = {**public(part.doc(row)), "relevance": round(float(relevance[at]), 6)}
         if explain is not None:
@@ -358,21 +360,25 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
     return {"entries": entries, "total": total}
 
 
-def _leaders(relevance: np.ndarray, kept: np.ndarray, limit: int) -> np.ndarray:
+def _leaders(rank: np.ndarray, kept: np.ndarray, limit: int) -> np.ndarray:
     """The kept rows that can make the first `limit`: the best `limit`, and any row tied with the
     last of them (recency decides ties), without sorting them all."""
     if len(kept) <= limit:
         return kept
     if limit == 0:
         return kept[:0]
-    cut = np.partition(relevance[kept], len(kept) - limit)[len(kept) - limit]
-    return kept[relevance[kept] >= cut]
+    cut = np.partition(rank[kept], len(kept) - limit)[len(kept) - limit]
+    return kept[rank[kept] >= cut]
 
 
 def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
     """Why an entry ranked where it did."""
     if part.vector is None or part.lexical is None:
-        return {"fusion": "no query: relevance is the entry's own score", "filters": filters, "path": part.path}
+        return {
+            "fusion": "no query: relevance 1.0 for every match, ranked by the entry's own score",
+            "filters": filters,
+            "path": part.path,
+        }
     return {
         "vector": round(float(part.vector[row]), 6),
         "lexical": round(float(part.lexical[row]), 6),

@@ -110,3 +110,21 @@ def test_an_id_that_no_reply_could_carry_is_not_echoed(wire):
     reply = wire.ask(b'{"type": "ping", "id": "\\udc80-x", "bad": "\xff"}')
     assert reply["type"] == "error" and reply["req_id"] == ""
     assert wire.ask(msg("ping", "still-up"))["req_id"] == "still-up"
+
+
+# -- 12: min_score filters relevance only, never the stored importance score --------------------
+
+
+def test_min_score_without_a_query_does_not_filter_on_the_stored_score(wire):
+    mid = wire.init()
+    entries = [
+        {"key": {"k": "faint"}, "content": "rarely useful", "tier": "episodic", "score": 0.05, "tags": ["t"]},
+        {"key": {"k": "loud"}, "content": "often useful", "tier": "semantic", "score": 0.9, "tags": ["t"]},
+    ]
+    assert len(wire.ask(msg("memory/store/req", "s", memory_id=mid, entries=entries))["stored"]) == 2
+    by_key = wire.ask(msg("memory/retrieve/req", "r1", memory_id=mid, keys=[{"k": "faint"}], min_score=0.5))
+    assert by_key["total"] == 1 and by_key["entries"][0]["key"] == {"k": "faint"}
+    assert by_key["entries"][0]["relevance"] == 1.0 and by_key["entries"][0]["score"] == 0.05
+    by_tag = wire.ask(msg("memory/retrieve/req", "r2", memory_id=mid, tags=["t"], min_score=1.0))
+    assert [e["key"] for e in by_tag["entries"]] == [{"k": "loud"}, {"k": "faint"}]  # importance still ranks
+    assert by_tag["total"] == 2

@@ -148,8 +148,8 @@ def test_relevance_without_query_is_score_ordered_then_recent(service):
     service.store(s, [entry("high2", "z", score=0.9)])
     result = service.retrieve(s)
     assert keys_of(result) == [{"k": "high2"}, {"k": "high"}, {"k": "low"}]
-    assert [e["relevance"] for e in result["entries"]] == pytest.approx([0.9, 0.9, 0.2])
-    assert service.retrieve(s, min_score=0.5)["total"] == 2
+    assert [e["relevance"] for e in result["entries"]] == [1.0, 1.0, 1.0]  # a filter-only match is full
+    assert service.retrieve(s, min_score=0.5)["total"] == 3  # the stored score never filters
 
 
 def test_min_score_filters_on_relevance_not_importance(service):
