@@ -408,7 +408,7 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
     @tool(True)
     def memory_store(
         entries: Annotated[
-            list[JsonObject],
+            list[Any],
             Desc(
                 description="MemoryEntry objects: key (object), content (any JSON), tier (working, episodic or "
                 "semantic), tags, source, score (0-1), ttl (seconds, 0 = never)."
@@ -430,7 +430,7 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
             Literal["", "working", "episodic", "semantic"],
             Desc(description="working, episodic, semantic, or empty for all."),
         ] = "",
-        limit: Annotated[int, Desc(description="Maximum entries to return (at most 1000).")] = 10,
+        limit: Annotated[int, Desc(description="Maximum entries to return (over 1000: 1000, with a warning).")] = 10,
         min_score: Annotated[float, Desc(description="Minimum relevance, 0 to 1.")] = 0.0,
         namespace: NS = None,
         agent: AGENT = None,
@@ -438,8 +438,8 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         """Retrieve A2E memory entries (all given filters must match), best first, with relevance."""
         from store.errors import InvalidInput
 
-        if not 0 <= limit <= 1000 or not 0 <= min_score <= 1:
-            raise InvalidInput("limit must be 0..1000 and min_score 0..1")
+        if limit < 0 or not 0 <= min_score <= 1:  # a limit over 1000 is clamped, with a warning
+            raise InvalidInput("limit must be >= 0 and min_score 0..1")
         found = s.retrieve(
             t.session(namespace, agent), keys=keys or [], query=query, tags=tags or [], tier=tier, limit=limit,
             min_score=min_score,

@@ -30,6 +30,8 @@ from .shard import Shard
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
 JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
+MAX_RETRIEVE = 1000  # entries one retrieve returns at most
+MAX_NESTING = 250  # JSON levels of a content or key: the journal line wraps it in 4 more (orjson: 254)
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 
 
@@ -144,16 +146,28 @@ class A2E:
     # -- store ------------------------------------------------------------------------------
 
     def store(
-        self, session: Session, entries: list[Any], keep_timestamps: bool = False, progress: Progress | None = None
+        self,
+        session: Session,
+        entries: list[Any],
+        keep_timestamps: bool = False,
+        progress: Progress | None = None,
+        partial: bool = True,
     ) -> dict[str, Any]:
-        """Store the valid entries in one go; report each invalid one in `errors` by index.
+        """Store the entries that can be stored, in one go; report each other one in `errors` by index.
+
+        An entry is refused on its own when it is invalid, when it is a semantic entry this agent may
+        not write, or (with `partial`) when the namespace has no room left for it: the entries
+        that fit are stored in request order. Only when none is stored, and some were refused for
+        lack of room or of permission, is the request as a whole refused (`memory_full`, else
+        `unauthorized`), with every entry's problem in `detail.errors`. Without `partial` (import),
+        a batch that does not fit is refused whole. A key given twice in one tier keeps its last
+        value; the entries it replaced are named in `warnings`.
         `progress(done, total)` is called as the entries are embedded (the long part of a bulk store)."""
         limits = self.config.for_namespace(session.namespace)
-        valid, errors = self._validate(entries, limits)
-        if any(e.tier == "semantic" for _, e, _ in valid):
-            self._check_semantic_writer(session, limits)
+        valid, problems, warnings = self._validate(entries, limits)
+        valid, refused = self._semantic_allowed(session, valid, limits)
         if not valid:
-            return {"stored": [], "errors": errors}
+            return self._store_result([], problems + refused, warnings, refused, Unauthorized)
         if limits.redact:  # before anything is stored or embedded
             for _, entry, _ in valid:
                 entry.content, entry.tags, entry.source = (
@@ -163,22 +177,45 @@ class A2E:
                 )
         texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e, _ in valid]
         encoded = self._embed(texts, progress)
-        by_tier: dict[str, list[tuple[MemoryEntry, str, str]]] = {}
-        for (_, entry, rid), vec in zip(valid, encoded, strict=True):
-            by_tier.setdefault(entry.tier, []).append((entry, rid, vec))
-        for tier in by_tier:  # catch up on the journals before taking the lock, so it is held briefly
+        for tier in {entry.tier for _, entry, _ in valid}:  # catch up on the journals before taking the lock
             self._shard(session, tier)
         with self.engine.lock(session.namespace):
             now = clock.now()
-            shards = {tier: self._shard(session, tier) for tier in by_tier}
-            puts = {tier: self._put_recs(shards[tier], items, now, keep_timestamps) for tier, items in by_tier.items()}
-            self._check_capacity(session, puts.values(), limits, now)
-            for tier, (recs, _, _) in puts.items():
+            shards = {tier: self._shard(session, tier) for tier in {entry.tier for _, entry, _ in valid}}
+            puts = [
+                (i, entry, self._put_rec(shards[entry.tier], entry, rid, vec, now, keep_timestamps))
+                for (i, entry, rid), vec in zip(valid, encoded, strict=True)
+            ]
+            fitting, full = self._fit(session, puts, limits, now, partial)
+            if not fitting:
+                return self._store_result([], problems + refused + full, warnings, full, MemoryFull)
+            for tier, shard in shards.items():
+                recs = [rec for _, entry, (rec, _, _) in fitting if entry.tier == tier]
                 for start in range(0, len(recs), JOURNAL_BATCH):  # bounded journal lines, even in bulk
-                    shards[tier].append({"op": "put", "recs": recs[start : start + JOURNAL_BATCH]})
+                    shard.append({"op": "put", "recs": recs[start : start + JOURNAL_BATCH]})
         for shard in shards.values():
             self.engine.after_write(shard)
-        return {"stored": [e.key for _, e, _ in valid], "errors": errors}
+        stored = [entry.key for _, entry, _ in fitting]
+        return self._store_result(stored, problems + refused + full, warnings)
+
+    @staticmethod
+    def _store_result(
+        stored: list[Any],
+        problems: list[tuple[int, str]],
+        warnings: list[tuple[int, str]],
+        refusals: list[tuple[int, str]] | None = None,
+        refused_as: type[MemoryFull | Unauthorized] = MemoryFull,
+    ) -> dict[str, Any]:
+        """The reply: `stored`, `errors` in entry order, and `warnings` when there are any. When
+        nothing was stored and some entries were `refusals` (no room, no permission), the request
+        is refused whole with `refused_as`."""
+        errors = [f"entries[{i}]: {text}" for i, text in sorted(problems)]
+        if not stored and refusals:
+            raise refused_as(f"nothing stored: {refusals[0][1]}", {"errors": errors})
+        reply: dict[str, Any] = {"stored": stored, "errors": errors}
+        if warnings:
+            reply["warnings"] = [f"entries[{i}]: {text}" for i, text in sorted(warnings)]
+        return reply
 
     def _embed(self, texts: list[str], progress: Progress | None) -> list[str]:
         if progress is None:
@@ -189,58 +226,87 @@ class A2E:
             progress(len(encoded), len(texts))
         return encoded
 
-    def _validate(self, entries: list[Any], limits: Limits) -> tuple[list[tuple[int, MemoryEntry, str]], list[str]]:
-        """(index, entry, record id) of the valid entries, and an error line for each other one."""
+    def _validate(
+        self, entries: list[Any], limits: Limits
+    ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]], list[tuple[int, str]]]:
+        """(index, entry, record id) of the valid entries, (index, reason) for each other one, and
+        (index, note) for each valid entry replaced by a later one with the same key and tier."""
         valid: list[tuple[int, MemoryEntry, str]] = []
-        errors: list[str] = []
+        errors: list[tuple[int, str]] = []
         for i, raw in enumerate(entries):
             try:
                 entry = MemoryEntry.model_validate(raw)
             except ValidationError as exc:
-                errors.append(f"entries[{i}]: {_first_error(exc)}")
+                errors.append((i, _first_error(exc)))
                 continue
             try:
                 size = len(orjson.dumps(entry.content))
                 rid = canonical_key(entry.key)
-            except (orjson.JSONEncodeError, InvalidInput) as exc:  # e.g. nested deeper than 254 levels
-                errors.append(f"entries[{i}]: {exc if isinstance(exc, InvalidInput) else f'content: {exc}'}")
+                _check_nesting(entry)
+            except (orjson.JSONEncodeError, InvalidInput) as exc:
+                errors.append((i, str(exc) if isinstance(exc, InvalidInput) else f"content: {exc}"))
                 continue
             if size > limits.max_entry_bytes:
-                errors.append(f"entries[{i}]: content is {size} bytes, over the {limits.max_entry_bytes}-byte limit")
+                errors.append((i, f"content is {size} bytes, over the {limits.max_entry_bytes}-byte limit"))
                 continue
             valid.append((i, entry, rid))
-        return _last_write_wins(valid), errors
+        kept, replaced = _last_write_wins(valid)
+        return kept, errors, replaced
 
-    def _put_recs(
-        self, shard: Shard, items: list[tuple[MemoryEntry, str, str]], now: float, keep: bool
-    ) -> tuple[list[dict], int, int]:
-        """Journal records for `items`, and how many entries and bytes they add to the shard."""
-        recs, added, grown = [], 0, 0
-        for entry, rid, vec in items:
-            old = shard.get(rid, now)
-            created = entry.created_at if keep and entry.created_at else (old["created_at"] if old else now)
-            updated = entry.updated_at if keep and entry.updated_at else now
-            doc = {
-                "id": rid, "key": entry.key, "content": entry.content, "tier": entry.tier, "tags": entry.tags,
-                "source": entry.source, "score": entry.score, "ttl": entry.ttl, "created_at": created,
-                "updated_at": updated, "expires_at": updated + entry.ttl if entry.ttl else None,
-            }  # fmt: skip
-            size = len(orjson.dumps(doc))
-            added += old is None
-            grown += size - (len(orjson.dumps(old)) if old else 0)
-            recs.append({"id": rid, "doc": doc, "vec": vec, "size": size})
-        return recs, added, grown
+    def _semantic_allowed(
+        self, session: Session, valid: list[tuple[int, MemoryEntry, str]], limits: Limits
+    ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]]]:
+        """The entries this agent may write, and (index, reason) for its semantic ones when it may not."""
+        try:
+            if any(e.tier == "semantic" for _, e, _ in valid):
+                self._check_semantic_writer(session, limits)
+        except Unauthorized as exc:
+            refused = [(i, f"unauthorized: {exc.message}") for i, e, _ in valid if e.tier == "semantic"]
+            return [item for item in valid if item[1].tier != "semantic"], refused
+        return valid, []
 
-    def _check_capacity(self, session: Session, puts: Any, limits: Limits, now: float) -> None:
+    def _put_rec(
+        self, shard: Shard, entry: MemoryEntry, rid: str, vec: str, now: float, keep: bool
+    ) -> tuple[dict, int, int]:
+        """The journal record for one entry, and how many entries and bytes it adds to the shard."""
+        old = shard.get(rid, now)
+        created = entry.created_at if keep and entry.created_at else (old["created_at"] if old else now)
+        updated = entry.updated_at if keep and entry.updated_at else now
+        doc = {
+            "id": rid, "key": entry.key, "content": entry.content, "tier": entry.tier, "tags": entry.tags,
+            "source": entry.source, "score": entry.score, "ttl": entry.ttl, "created_at": created,
+            "updated_at": updated, "expires_at": updated + entry.ttl if entry.ttl else None,
+        }  # fmt: skip
+        size = len(orjson.dumps(doc))
+        grown = size - (len(orjson.dumps(old)) if old else 0)
+        return {"id": rid, "doc": doc, "vec": vec, "size": size}, int(old is None), grown
+
+    def _fit(
+        self, session: Session, puts: list[tuple[int, MemoryEntry, Any]], limits: Limits, now: float, partial: bool
+    ) -> tuple[list[tuple[int, MemoryEntry, Any]], list[tuple[int, str]]]:
+        """The puts that fit the namespace's limits, taken in request order, and (index, reason) for
+        the others. An update that adds neither an entry nor bytes always fits."""
         count, size = self.usage(session.namespace, now)
-        for _, added, grown in puts:
+        fitting, full = [], []
+        for i, entry, (rec, added, grown) in puts:
+            if (added and count + added > limits.max_entries) or (grown > 0 and size + grown > limits.max_bytes):
+                full.append((i, f"memory_full: namespace {session.namespace!r} has no room for it"))
+                continue
             count, size = count + added, size + grown
-        if count > limits.max_entries or size > limits.max_bytes:
+            fitting.append((i, entry, (rec, added, grown)))
+        if full and not partial:
+            count, size = self.usage(session.namespace, now)
+            count += sum(added for _, _, (_, added, _) in puts)
+            size += sum(grown for _, _, (_, _, grown) in puts)
             raise MemoryFull(
                 f"namespace {session.namespace!r} is full: storing these would make {count} entries / {size} bytes "
                 f"(limits {limits.max_entries} / {limits.max_bytes})",
                 {"entries": count, "bytes": size, "max_entries": limits.max_entries, "max_bytes": limits.max_bytes},
             )
+        if full:
+            usage = f" ({count} / {limits.max_entries} entries, {size} / {limits.max_bytes} bytes used)"
+            full = [(i, text + usage) for i, text in full]
+        return fitting, full
 
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
         """Live entries and bytes of a namespace: every tier, plus this process's working tiers."""
@@ -276,7 +342,12 @@ class A2E:
         explain: bool = False,
     ) -> dict[str, Any]:
         """Entries matching every given filter, best first; `total` counts them before `limit`.
-        With `explain`, each entry says how it ranked (scores, fusion, filters, search path)."""
+        With `explain`, each entry says how it ranked (scores, fusion, filters, search path).
+        A `limit` over MAX_RETRIEVE is clamped to it, and the reply's `warnings` says so."""
+        warnings = []
+        if limit > MAX_RETRIEVE:
+            warnings.append(f"limit {limit} is over the maximum of {MAX_RETRIEVE}: clamped to {MAX_RETRIEVE}")
+            limit = MAX_RETRIEVE
         now = clock.now()
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
         qvec = self.engine.embed([query])[0] if query else None
@@ -285,7 +356,8 @@ class A2E:
             shard = self._shard(session, name)
             parts += search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
-        return _rank(parts, limit, min_score, applied if explain else None)
+        found = _rank(parts, limit, min_score, applied if explain else None)
+        return {**found, "warnings": warnings} if warnings else found
 
     def search_namespace(
         self,
@@ -400,12 +472,29 @@ def check_name(value: Any, what: str) -> None:
         raise InvalidInput(f"{what} must be 1 to {MAX_NAME} characters without NUL", {"field": what})
 
 
-def _last_write_wins(valid: list[tuple[int, MemoryEntry, str]]) -> list[tuple[int, MemoryEntry, str]]:
-    """Within one batch, a key stored twice in a tier keeps its last value."""
+def _last_write_wins(
+    valid: list[tuple[int, MemoryEntry, str]],
+) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]]]:
+    """Within one batch, a key stored twice in a tier keeps its last value (it is stored, and
+    listed in `stored`, once); each entry so replaced is noted by index."""
     latest: dict[tuple[str, str], tuple[int, MemoryEntry, str]] = {}
+    replaced: list[tuple[int, str]] = []
     for i, entry, rid in valid:
+        earlier = latest.get((entry.tier, rid))
+        if earlier is not None:
+            replaced.append((earlier[0], f"replaced by entries[{i}], which has the same key and tier"))
         latest[(entry.tier, rid)] = (i, entry, rid)
-    return sorted(latest.values(), key=lambda item: item[0])
+    return sorted(latest.values(), key=lambda item: item[0]), replaced
+
+
+def _check_nesting(entry: MemoryEntry) -> None:
+    """Content and key must fit, nested, in the deepest JSON the store writes (a journal line:
+    {"recs": [{"doc": {"content": ...}}]}); orjson writes at most 254 levels."""
+    for name in ("content", "key"):
+        try:
+            orjson.dumps({"recs": [{"doc": {name: getattr(entry, name)}}]})
+        except orjson.JSONEncodeError:
+            raise InvalidInput(f"{name}: nested deeper than {MAX_NESTING} levels", {"field": name}) from None
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -6,6 +6,7 @@ object a line, responses matched by `req_id`.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ class Wire:
         )  # fmt: skip
 
     def ask(self, message: dict[str, Any] | bytes) -> dict[str, Any]:
-        line = message if isinstance(message, bytes) else orjson.dumps(message)
+        line = message if isinstance(message, bytes) else json.dumps(message).encode()  # any depth
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(line + b"\n")
         self.proc.stdin.flush()
@@ -128,3 +129,93 @@ def test_min_score_without_a_query_does_not_filter_on_the_stored_score(wire):
     by_tag = wire.ask(msg("memory/retrieve/req", "r2", memory_id=mid, tags=["t"], min_score=1.0))
     assert [e["key"] for e in by_tag["entries"]] == [{"k": "loud"}, {"k": "faint"}]  # importance still ranks
     assert by_tag["total"] == 2
+
+
+# -- 14: per-entry problems are per entry; limit is clamped; a repeated key is noted ------------
+
+
+def nested(depth: int) -> Any:
+    value: Any = "core"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def store(wire: Wire, mid: str, rid: str, entries: list[Any]) -> dict[str, Any]:
+    return wire.ask(msg("memory/store/req", rid, memory_id=mid, entries=entries))
+
+
+def test_bad_entries_are_reported_in_errors_and_the_others_stored(wire):
+    mid = wire.init()
+    good = {"key": {"k": "good"}, "content": "kept", "tier": "episodic"}
+    entries = [
+        "not an object",
+        good,
+        {"key": {"k": "deep"}, "content": nested(251), "tier": "episodic"},
+        {"key": {"k": "deepest"}, "content": nested(254), "tier": "episodic"},
+        {"key": {"k": "ok-deep"}, "content": nested(249), "tier": "episodic"},
+        42,
+    ]
+    reply = store(wire, mid, "s1", entries)
+    assert reply["type"] == "memory/store/resp" and reply["req_id"] == "s1"
+    assert reply["stored"] == [{"k": "good"}, {"k": "ok-deep"}]
+    assert [e.split(":")[0] for e in reply["errors"]] == ["entries[0]", "entries[2]", "entries[3]", "entries[5]"]
+    assert "nested deeper than 250 levels" in reply["errors"][1]
+    got = wire.ask(msg("memory/retrieve/req", "r", memory_id=mid, keys=[{"k": "ok-deep"}]))
+    assert got["entries"][0]["content"] == nested(249)
+
+
+def test_a_refused_semantic_entry_does_not_fail_the_others(home):
+    config = {"namespaces": {"audit": {"semantic_writers": ["lead"]}}}
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_bytes(orjson.dumps(config))
+    wire = Wire(home)
+    mid = wire.init()
+    entries = [
+        {"key": {"k": "mine"}, "content": "episodic is mine", "tier": "episodic"},
+        {"key": {"k": "shared"}, "content": "semantic is the lead's", "tier": "semantic"},
+    ]
+    reply = store(wire, mid, "s1", entries)
+    assert reply["stored"] == [{"k": "mine"}]
+    assert len(reply["errors"]) == 1 and reply["errors"][0].startswith("entries[1]: unauthorized:")
+    only_semantic = store(wire, mid, "s2", entries[1:])
+    assert only_semantic["type"] == "error" and only_semantic["code"] == "unauthorized"
+    wire.close()
+
+
+def test_memory_full_stores_what_fits_and_reports_the_rest(home):
+    wire = Wire(home, MEM_MAX_ENTRIES="3")
+    mid = wire.init()
+    assert len(store(wire, mid, "s1", [{"key": {"k": 0}, "content": "first", "tier": "episodic"}])["stored"]) == 1
+    entries = [{"key": {"k": i}, "content": f"entry {i}", "tier": "episodic"} for i in range(4)]
+    reply = store(wire, mid, "s2", entries)  # {"k": 0} is an update: it needs no room
+    assert reply["type"] == "memory/store/resp" and reply["stored"] == [{"k": 0}, {"k": 1}, {"k": 2}]
+    assert len(reply["errors"]) == 1 and reply["errors"][0].startswith("entries[3]: memory_full:")
+    none_fit = store(wire, mid, "s3", [{"key": {"k": 9}, "content": "no room", "tier": "semantic"}])
+    assert none_fit["type"] == "error" and none_fit["code"] == "memory_full" and none_fit["req_id"] == "s3"
+    assert none_fit["detail"]["errors"][0].startswith("entries[0]: memory_full:")
+    wire.close()
+
+
+def test_a_limit_over_1000_is_clamped_and_the_reply_says_so(wire):
+    mid = wire.init()
+    store(wire, mid, "s", [{"key": {"k": "x"}, "content": "one", "tier": "episodic"}])
+    reply = wire.ask(msg("memory/retrieve/req", "r1", memory_id=mid, limit=5000))
+    assert reply["type"] == "memory/retrieve/resp" and reply["total"] == 1
+    assert reply["warnings"] == ["limit 5000 is over the maximum of 1000: clamped to 1000"]
+    assert "warnings" not in wire.ask(msg("memory/retrieve/req", "r2", memory_id=mid, limit=1000))
+    assert wire.ask(msg("memory/retrieve/req", "r3", memory_id=mid, limit=-1))["code"] == "schema_violation"
+
+
+def test_a_key_given_twice_is_stored_once_last_wins_and_the_reply_says_so(wire):
+    mid = wire.init()
+    entries = [
+        {"key": {"k": "dup"}, "content": "first", "tier": "episodic"},
+        {"key": {"k": "dup"}, "content": "in another tier", "tier": "semantic"},
+        {"key": {"k": "dup"}, "content": "last", "tier": "episodic"},
+    ]
+    reply = store(wire, mid, "s", entries)
+    assert reply["stored"] == [{"k": "dup"}, {"k": "dup"}] and reply["errors"] == []  # one per tier
+    assert reply["warnings"] == ["entries[0]: replaced by entries[2], which has the same key and tier"]
+    got = wire.ask(msg("memory/retrieve/req", "r", memory_id=mid, tier="episodic"))
+    assert [e["content"] for e in got["entries"]] == ["last"]

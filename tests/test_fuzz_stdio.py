@@ -42,13 +42,13 @@ WRONG_FIELDS = {
     "ping": {"id": [5, [], None], "ts": ["x", [], {}]},
     "shutdown": {"timeout": ["x", [], {}]},
     "memory/init/req": {"namespace": [5, "", "a" * 1025, "nul\x00", None], "scope": [[], "x", 5], "metadata": [[]]},
-    "memory/store/req": {"memory_id": [5, "", None, "m" * 1025], "entries": ["x", 5, {}, [1], ["x"]]},
+    "memory/store/req": {"memory_id": [5, "", None, "m" * 1025], "entries": ["x", 5, {}]},  # [1]: entry error
     "memory/retrieve/req": {
         "keys": ["x", 5, [5], [[1]]],
         "query": [5, []],
         "tags": ["x", [5], [""], ["\x00"]],
         "tier": ["cosmic", 5, None],
-        "limit": ["10", 1.5, -1, 1001, True],
+        "limit": ["10", 1.5, -1, True],  # over 1000 is clamped, not refused
         "min_score": ["0.5", -0.1, 1.5],
     },
     "memory/forget/req": {"keys": [5, "x"], "tags": [[5], "x"], "tier": ["", "cosmic", None]},

@@ -359,13 +359,14 @@ async def _a2e(t: Calls) -> None:
         },
         {"key": {"topic": "bad"}, "content": "x", "tier": "forever"},
         {"key": {"topic": "bad"}, "content": "x", "tier": "episodic", "score": 7},
+        "not an entry",  # refused on its own, like the two above
     ]
     r = await t.raw("memory_store", entries=entries)
     assert not r.is_error, r.content[0].text
-    assert r.content[0].text == "stored 3, 2 errors"
+    assert r.content[0].text == "stored 3, 3 errors"
     stored = r.structured_content
     assert stored["stored"] == [{"topic": "prefs"}, {"topic": "scratch"}, {"id": "staging"}]
-    assert [e.split(":")[0] for e in stored["errors"]] == ["entries[3]", "entries[4]"]
+    assert [e.split(":")[0] for e in stored["errors"]] == ["entries[3]", "entries[4]", "entries[5]"]
 
     # the working tier lives as long as the server: a later call still sees it
     working = await t.ok("memory_retrieve", tier="working")
@@ -390,7 +391,9 @@ async def _a2e(t: Calls) -> None:
     assert (await t.ok("memory_retrieve", tier="semantic", agent="other"))["total"] == 1
     assert (await t.ok("memory_retrieve", tier="working", agent="other"))["total"] == 0
     assert (await t.ok("memory_retrieve", namespace="elsewhere"))["total"] == 0
-    await t.fails("memory_retrieve", "schema_violation", limit=5000)
+    clamped = await t.ok("memory_retrieve", limit=5000)  # over 1000: clamped, and said so
+    assert clamped["total"] == 3 and clamped["warnings"] == ["limit 5000 is over the maximum of 1000: clamped to 1000"]
+    await t.fails("memory_retrieve", "schema_violation", limit=-1)
     # an unknown tier is refused (it used to read, and forget would delete, the semantic tier)
     await t.fails("memory_retrieve", "tier", tier="forever")
     await t.fails("memory_forget", "tier", tier="forever")
