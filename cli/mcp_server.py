@@ -7,14 +7,16 @@ official MCP memory server's names (`create_entities`, `search_nodes`, ...). Eve
 optional `namespace` (and the A2E ones an `agent`), defaulting to `--namespace` / `--agent`.
 Each tool is a few lines that call one `MemoryService` method: nothing is implemented here.
 
-Results come back as structured content plus a one-line text; store errors come back as tool
-errors (`isError`) whose text is `Error executing tool <name>: <code>: <message>` (the prefix is
-the SDK's), never as a crashed server.
+Results come back as structured content and, for clients that show the model only text, the
+same object as JSON text; every tool declares its output schema (`mcp_outputs.py`). Store errors
+come back as tool errors (`isError`) whose text is `Error executing tool <name>: <code>:
+<message>` (the prefix is the SDK's), never as a crashed server.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -47,11 +49,18 @@ class Tools:
 
 
 def result(value: Any, summary: str) -> Any:
-    """A tool result: `value` as structured content, `summary` as its text."""
+    """A tool result: `value` as structured content, and the same object as JSON text, since
+    many clients give the model only the text (the MCP spec asks for both). `summary`, one line
+    for people (e.g. "2 todos"), goes in the result's `_meta`."""
+    import json
+
     from mcp_types import CallToolResult, TextContent
 
     structured = value if isinstance(value, dict) else {"result": value}
-    return CallToolResult(content=[TextContent(type="text", text=summary)], structured_content=structured)
+    text = json.dumps(structured, ensure_ascii=False)  # not orjson: content may be nested deeper than it writes
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured, meta={"summary": summary}
+    )
 
 
 # The SDK runs sync tools on worker threads, several at once when a client sends concurrent
@@ -61,10 +70,15 @@ SERVICE_LOCK = threading.Lock()
 
 
 def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Store errors become MCP tool errors with the error code and message; one call at a time."""
+    """Store errors become MCP tool errors with the error code and message; one call at a time.
+    The wrapper declares the tool's output model (`mcp_outputs`), which the SDK publishes as the
+    tool's `outputSchema` and checks each result against."""
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult
 
     from store.errors import MemError
+
+    from .mcp_outputs import output_model
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -74,6 +88,8 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except MemError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from None
 
+    returns = Annotated[CallToolResult, output_model(fn.__name__)]
+    wrapper.__signature__ = inspect.signature(fn, eval_str=True).replace(return_annotation=returns)  # type: ignore[attr-defined]
     return wrapper
 
 
