@@ -165,9 +165,9 @@ class A2E:
         `progress(done, total)` is called as the entries are embedded (the long part of a bulk store)."""
         limits = self.config.for_namespace(session.namespace)
         valid, problems, warnings = self._validate(entries, limits)
-        valid, refused = self._semantic_allowed(session, valid, limits)
+        valid, refused, forbidden = self._semantic_allowed(session, valid, limits)
         if not valid:
-            return self._store_result([], problems + refused, warnings, refused, Unauthorized)
+            return self._store_result([], problems + refused, warnings, forbidden)
         if limits.redact:  # before anything is stored or embedded
             for _, entry, _ in valid:
                 entry.content, entry.tags, entry.source = (
@@ -186,9 +186,9 @@ class A2E:
                 (i, entry, self._put_rec(shards[entry.tier], entry, rid, vec, now, keep_timestamps))
                 for (i, entry, rid), vec in zip(valid, encoded, strict=True)
             ]
-            fitting, full = self._fit(session, puts, limits, now, partial)
+            fitting, full, no_room = self._fit(session, puts, limits, now, partial)
             if not fitting:
-                return self._store_result([], problems + refused + full, warnings, full, MemoryFull)
+                return self._store_result([], problems + refused + full, warnings, no_room)
             for tier, shard in shards.items():
                 recs = [rec for _, entry, (rec, _, _) in fitting if entry.tier == tier]
                 for start in range(0, len(recs), JOURNAL_BATCH):  # bounded journal lines, even in bulk
@@ -203,15 +203,15 @@ class A2E:
         stored: list[Any],
         problems: list[tuple[int, str]],
         warnings: list[tuple[int, str]],
-        refusals: list[tuple[int, str]] | None = None,
-        refused_as: type[MemoryFull | Unauthorized] = MemoryFull,
+        refusal: MemoryFull | Unauthorized | None = None,
     ) -> dict[str, Any]:
         """The reply: `stored`, `errors` in entry order, and `warnings` when there are any. When
-        nothing was stored and some entries were `refusals` (no room, no permission), the request
-        is refused whole with `refused_as`."""
+        nothing was stored and some entries were refused for lack of room or permission, the
+        request is refused whole with that `refusal`, every entry's reason in `detail.errors`."""
         errors = [f"entries[{i}]: {text}" for i, text in sorted(problems)]
-        if not stored and refusals:
-            raise refused_as(f"nothing stored: {refusals[0][1]}", {"errors": errors})
+        if not stored and refusal is not None:
+            refusal.detail["errors"] = errors
+            raise refusal
         reply: dict[str, Any] = {"stored": stored, "errors": errors}
         if warnings:
             reply["warnings"] = [f"entries[{i}]: {text}" for i, text in sorted(warnings)]
@@ -255,15 +255,16 @@ class A2E:
 
     def _semantic_allowed(
         self, session: Session, valid: list[tuple[int, MemoryEntry, str]], limits: Limits
-    ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]]]:
-        """The entries this agent may write, and (index, reason) for its semantic ones when it may not."""
+    ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]], Unauthorized | None]:
+        """The entries this agent may write, (index, reason) for its semantic ones when it may not,
+        and the refusal itself."""
         try:
             if any(e.tier == "semantic" for _, e, _ in valid):
                 self._check_semantic_writer(session, limits)
         except Unauthorized as exc:
             refused = [(i, f"unauthorized: {exc.message}") for i, e, _ in valid if e.tier == "semantic"]
-            return [item for item in valid if item[1].tier != "semantic"], refused
-        return valid, []
+            return [item for item in valid if item[1].tier != "semantic"], refused, exc
+        return valid, [], None
 
     def _put_rec(
         self, shard: Shard, entry: MemoryEntry, rid: str, vec: str, now: float, keep: bool
@@ -283,30 +284,31 @@ class A2E:
 
     def _fit(
         self, session: Session, puts: list[tuple[int, MemoryEntry, Any]], limits: Limits, now: float, partial: bool
-    ) -> tuple[list[tuple[int, MemoryEntry, Any]], list[tuple[int, str]]]:
-        """The puts that fit the namespace's limits, taken in request order, and (index, reason) for
-        the others. An update that adds neither an entry nor bytes always fits."""
-        count, size = self.usage(session.namespace, now)
+    ) -> tuple[list[tuple[int, MemoryEntry, Any]], list[tuple[int, str]], MemoryFull | None]:
+        """The puts that fit the namespace's limits, taken in request order, (index, reason) for the
+        others, and the refusal that stands for them. An update that adds neither an entry nor
+        bytes always fits. Without `partial`, a batch that does not fit whole is refused."""
+        start = count, size = self.usage(session.namespace, now)
         fitting, full = [], []
         for i, entry, (rec, added, grown) in puts:
             if (added and count + added > limits.max_entries) or (grown > 0 and size + grown > limits.max_bytes):
-                full.append((i, f"memory_full: namespace {session.namespace!r} has no room for it"))
+                full.append(i)
                 continue
             count, size = count + added, size + grown
             fitting.append((i, entry, (rec, added, grown)))
-        if full and not partial:
-            count, size = self.usage(session.namespace, now)
-            count += sum(added for _, _, (_, added, _) in puts)
-            size += sum(grown for _, _, (_, _, grown) in puts)
-            raise MemoryFull(
-                f"namespace {session.namespace!r} is full: storing these would make {count} entries / {size} bytes "
-                f"(limits {limits.max_entries} / {limits.max_bytes})",
-                {"entries": count, "bytes": size, "max_entries": limits.max_entries, "max_bytes": limits.max_bytes},
-            )
-        if full:
-            usage = f" ({count} / {limits.max_entries} entries, {size} / {limits.max_bytes} bytes used)"
-            full = [(i, text + usage) for i, text in full]
-        return fitting, full
+        if not full:
+            return fitting, [], None
+        entries, size_all = start[0] + sum(p[2][1] for p in puts), start[1] + sum(p[2][2] for p in puts)
+        refusal = MemoryFull(
+            f"namespace {session.namespace!r} is full: storing these would make {entries} entries / {size_all} "
+            f"bytes (limits {limits.max_entries} / {limits.max_bytes})",
+            {"entries": entries, "bytes": size_all, "max_entries": limits.max_entries, "max_bytes": limits.max_bytes},
+        )
+        if not partial:
+            raise refusal
+        used = f"{count} / {limits.max_entries} entries, {size} / {limits.max_bytes} bytes used"
+        reason = f"memory_full: namespace {session.namespace!r} has no room for it ({used})"
+        return fitting, [(i, reason) for i in full], refusal
 
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
         """Live entries and bytes of a namespace: every tier, plus this process's working tiers."""

@@ -219,3 +219,15 @@ def test_a_key_given_twice_is_stored_once_last_wins_and_the_reply_says_so(wire):
     assert reply["warnings"] == ["entries[0]: replaced by entries[2], which has the same key and tier"]
     got = wire.ask(msg("memory/retrieve/req", "r", memory_id=mid, tier="episodic"))
     assert [e["content"] for e in got["entries"]] == ["last"]
+
+
+def test_the_shell_stores_what_fits_and_exits_5_for_the_rest(home):
+    lines = [{"key": {"k": i}, "content": f"entry {i}", "tier": "episodic"} for i in range(3)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "store", "-", "--format", "json"], cwd=str(REPO), capture_output=True,
+        input=b"\n".join(orjson.dumps(x) for x in lines) + b"\n", timeout=60,
+        env={**os.environ, "MEM_HOME": str(home), "MEM_MAX_ENTRIES": "2"},
+    )  # fmt: skip
+    assert proc.returncode == 5, proc.stderr
+    assert "entries[2]: memory_full:" in proc.stderr.decode()
+    assert [row["key"] for row in orjson.loads(proc.stdout)] == [{"k": 0}, {"k": 1}]
