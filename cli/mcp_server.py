@@ -85,8 +85,9 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             with SERVICE_LOCK:
                 return fn(*args, **kwargs)
-        except MemError as exc:
-            raise ToolError(f"{exc.code}: {exc.message}") from None
+        except MemError as exc:  # per-entry reasons (a refused memory_store) follow, one a line
+            reasons = [f"\n{r}" for r in exc.detail.get("errors", []) if isinstance(r, str)]
+            raise ToolError(f"{exc.code}: {exc.message}{''.join(reasons)}") from None
 
     returns = Annotated[CallToolResult, output_model(fn.__name__)]
     wrapper.__signature__ = inspect.signature(fn, eval_str=True).replace(return_annotation=returns)  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ object a line, responses matched by `req_id`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -231,3 +232,28 @@ def test_the_shell_stores_what_fits_and_exits_5_for_the_rest(home):
     assert proc.returncode == 5, proc.stderr
     assert "entries[2]: memory_full:" in proc.stderr.decode()
     assert [row["key"] for row in orjson.loads(proc.stdout)] == [{"k": 0}, {"k": 1}]
+
+
+def test_mcp_memory_store_stores_what_fits_and_a_refusal_names_each_entry(home):
+    pytest.importorskip("mcp.server.mcpserver")
+    from mcp import Client, StdioServerParameters
+
+    async def session() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "cli.main", "serve-mcp"], cwd=str(REPO),
+            env={**os.environ, "MEM_HOME": str(home), "MEM_MAX_ENTRIES": "1"},
+        )  # fmt: skip
+        async with Client(params) as client:
+            entries = [{"key": {"k": i}, "content": f"entry {i}", "tier": "episodic"} for i in range(2)]
+            some = await client.call_tool("memory_store", {"entries": [*entries, 7]})
+            assert not some.is_error and some.structured_content["stored"] == [{"k": 0}]
+            assert [e.split(":")[:2] for e in some.structured_content["errors"]] == [
+                ["entries[1]", " memory_full"],
+                ["entries[2]", " entry"],
+            ]
+            assert json.loads(some.content[0].text) == some.structured_content
+            none = await client.call_tool("memory_store", {"entries": [{**entries[1], "key": {"k": 9}}]})
+            assert none.is_error and "memory_full: namespace 'default' is full" in none.content[0].text
+            assert "\nentries[0]: memory_full: namespace 'default' has no room for it" in none.content[0].text
+
+    asyncio.run(session())
