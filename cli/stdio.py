@@ -50,8 +50,6 @@ def _skip_rest_of_line(stream: BinaryIO) -> None:
 
 def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = None) -> int:  # type: ignore[no-untyped-def]
     """Answer requests until end of input or `shutdown`."""
-    import orjson
-
     from store.protocol import Protocol, error, request_id
 
     protocol = Protocol(service, auth_secret)
@@ -64,7 +62,7 @@ def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = 
                 continue
             else:
                 response = protocol.handle(line)
-            stdout.write(orjson.dumps(response) + b"\n")
+            stdout.write(_encode(response, error) + b"\n")
             stdout.flush()
             if protocol.shutdown_requested:
                 break
@@ -72,6 +70,20 @@ def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = 
         protocol.close()
         service.shutdown()
     return 0
+
+
+def _encode(response: dict, error) -> bytes:  # type: ignore[no-untyped-def]
+    """The response line; a response that cannot be encoded (a bug) still answers its request."""
+    import orjson
+
+    try:
+        return orjson.dumps(response)
+    except TypeError as exc:  # orjson.JSONEncodeError
+        from store.log import logger
+
+        logger("stdio").exception("reply to %s could not be encoded", response.get("req_id"))
+        req_id = response.get("req_id") if isinstance(response.get("req_id"), str) else ""
+        return orjson.dumps(error(req_id, "runtime_error", f"internal error: the reply could not be encoded: {exc}"))
 
 
 def main(service, auth_secret: str | None) -> int:  # type: ignore[no-untyped-def]
