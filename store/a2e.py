@@ -288,7 +288,7 @@ class A2E:
         """The puts that fit the namespace's limits, taken in request order, (index, reason) for the
         others, and the refusal that stands for them. An update that adds neither an entry nor
         bytes always fits. Without `partial`, a batch that does not fit whole is refused."""
-        start = count, size = self.usage(session.namespace, now)
+        used_before = count, size = self.usage(session.namespace, now)
         fitting, full = [], []
         for i, entry, (rec, added, grown) in puts:
             if (added and count + added > limits.max_entries) or (grown > 0 and size + grown > limits.max_bytes):
@@ -298,11 +298,17 @@ class A2E:
             fitting.append((i, entry, (rec, added, grown)))
         if not full:
             return fitting, [], None
-        entries, size_all = start[0] + sum(p[2][1] for p in puts), start[1] + sum(p[2][2] for p in puts)
+        wanted = used_before[0] + sum(added for _, _, (_, added, _) in puts)
+        wanted_bytes = used_before[1] + sum(grown for _, _, (_, _, grown) in puts)
         refusal = MemoryFull(
-            f"namespace {session.namespace!r} is full: storing these would make {entries} entries / {size_all} "
+            f"namespace {session.namespace!r} is full: storing these would make {wanted} entries / {wanted_bytes} "
             f"bytes (limits {limits.max_entries} / {limits.max_bytes})",
-            {"entries": entries, "bytes": size_all, "max_entries": limits.max_entries, "max_bytes": limits.max_bytes},
+            {
+                "entries": wanted,
+                "bytes": wanted_bytes,
+                "max_entries": limits.max_entries,
+                "max_bytes": limits.max_bytes,
+            },
         )
         if not partial:
             raise refusal
