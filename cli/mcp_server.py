@@ -7,14 +7,16 @@ official MCP memory server's names (`create_entities`, `search_nodes`, ...). Eve
 optional `namespace` (and the A2E ones an `agent`), defaulting to `--namespace` / `--agent`.
 Each tool is a few lines that call one `MemoryService` method: nothing is implemented here.
 
-Results come back as structured content plus a one-line text; store errors come back as tool
-errors (`isError`) whose text is `Error executing tool <name>: <code>: <message>` (the prefix is
-the SDK's), never as a crashed server.
+Results come back as structured content and, for clients that show the model only text, the
+same object as JSON text; every tool declares its output schema (`mcp_outputs.py`). Store errors
+come back as tool errors (`isError`) whose text is `Error executing tool <name>: <code>:
+<message>` (the prefix is the SDK's), never as a crashed server.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -47,11 +49,18 @@ class Tools:
 
 
 def result(value: Any, summary: str) -> Any:
-    """A tool result: `value` as structured content, `summary` as its text."""
+    """A tool result: `value` as structured content, and the same object as JSON text, since
+    many clients give the model only the text (the MCP spec asks for both). `summary`, one line
+    for people (e.g. "2 todos"), goes in the result's `_meta`."""
+    import json
+
     from mcp_types import CallToolResult, TextContent
 
     structured = value if isinstance(value, dict) else {"result": value}
-    return CallToolResult(content=[TextContent(type="text", text=summary)], structured_content=structured)
+    text = json.dumps(structured, ensure_ascii=False)  # not orjson: content may be nested deeper than it writes
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured, meta={"summary": summary}
+    )
 
 
 # The SDK runs sync tools on worker threads, several at once when a client sends concurrent
@@ -61,19 +70,27 @@ SERVICE_LOCK = threading.Lock()
 
 
 def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Store errors become MCP tool errors with the error code and message; one call at a time."""
+    """Store errors become MCP tool errors with the error code and message; one call at a time.
+    The wrapper declares the tool's output model (`mcp_outputs`), which the SDK publishes as the
+    tool's `outputSchema` and checks each result against."""
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult
 
     from store.errors import MemError
+
+    from .mcp_outputs import output_model
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             with SERVICE_LOCK:
                 return fn(*args, **kwargs)
-        except MemError as exc:
-            raise ToolError(f"{exc.code}: {exc.message}") from None
+        except MemError as exc:  # per-entry reasons (a refused memory_store) follow, one a line
+            reasons = [f"\n{r}" for r in exc.detail.get("errors", []) if isinstance(r, str)]
+            raise ToolError(f"{exc.code}: {exc.message}{''.join(reasons)}") from None
 
+    returns = Annotated[CallToolResult, output_model(fn.__name__)]
+    wrapper.__signature__ = inspect.signature(fn, eval_str=True).replace(return_annotation=returns)  # type: ignore[attr-defined]
     return wrapper
 
 
@@ -437,7 +454,7 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
     @tool(True)
     def memory_store(
         entries: Annotated[
-            list[JsonObject],
+            list[Any],
             Desc(
                 description="MemoryEntry objects: key (object), content (any JSON), tier (working, episodic or "
                 "semantic), tags, source, score (0-1), ttl (seconds, 0 = never)."
@@ -451,7 +468,8 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         from store.models import MemoryEntry
 
         for i, entry in enumerate(entries):  # the A2E wire lets extra fields through; a tool call names its typos
-            refuse_unknown(entry, MemoryEntry.model_fields, f"entries[{i}] field")
+            if isinstance(entry, dict):  # a non-object entry is reported per entry by the store
+                refuse_unknown(entry, MemoryEntry.model_fields, f"entries[{i}] field")
         stored = s.store(t.session(namespace, agent), entries)
         return result(stored, f"stored {len(stored['stored'])}, {len(stored['errors'])} errors")
 
@@ -464,7 +482,7 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
             Literal["", "working", "episodic", "semantic"],
             Desc(description="working, episodic, semantic, or empty for all."),
         ] = "",
-        limit: Annotated[int, Desc(description="Maximum entries to return (at most 1000).")] = 10,
+        limit: Annotated[int, Desc(description="Maximum entries to return (over 1000: 1000, with a warning).")] = 10,
         min_score: Annotated[float, Desc(description="Minimum relevance, 0 to 1.")] = 0.0,
         namespace: NS = None,
         agent: AGENT = None,
@@ -472,8 +490,8 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         """Retrieve A2E memory entries (all given filters must match), best first, with relevance."""
         from store.errors import InvalidInput
 
-        if not 0 <= limit <= 1000 or not 0 <= min_score <= 1:
-            raise InvalidInput("limit must be 0..1000 and min_score 0..1")
+        if limit < 0 or not 0 <= min_score <= 1:  # a limit over 1000 is clamped, with a warning
+            raise InvalidInput("limit must be >= 0 and min_score 0..1")
         found = s.retrieve(
             t.session(namespace, agent), keys=keys or [], query=query, tags=tags or [], tier=tier, limit=limit,
             min_score=min_score,

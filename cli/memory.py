@@ -70,9 +70,11 @@ def store(
         sys.stderr.write(f"mem: error: {error}\n")
     if not state.quiet:
         emit([{"key": k, "stored": True} for k in result["stored"]], fmt)
+    for warning in result.get("warnings", []):
+        sys.stderr.write(f"mem: warning: {warning}\n")
     note(f"stored {len(result['stored'])} of {len(entries)}")
     if result["errors"]:
-        raise typer.Exit(4)
+        raise typer.Exit(5 if any(": memory_full: " in e for e in result["errors"]) else 4)
 
 
 def content_hash(content: str) -> str:

@@ -1,7 +1,8 @@
 """`mem serve-stdio`: the A2E memory protocol over stdin/stdout, one JSON message per line.
 
 stdout carries protocol messages only, flushed per line; logs go to stderr. A line longer than
-the limit is refused with an `error` and skipped without being held in memory. The loop ends at
+the limit is refused with an `error` (whose `req_id` is the line's `id` when the line starts with
+it) and skipped without being held in memory. The loop ends at
 end of input or after `shutdown`; every acknowledged write is already on disk by then (each one
 is fsync'd before its response is written).
 """
@@ -11,21 +12,31 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
-TOO_LONG = object()
 CHUNK = 1 << 16
+HEAD_BYTES = 4096  # what is kept of a refused line: enough to find its `id`
 
 
-def read_lines(stream: BinaryIO, max_bytes: int) -> Iterator[bytes | object]:
-    """Lines of `stream` without their newline; `TOO_LONG` in place of a line over `max_bytes`."""
+@dataclass
+class TooLong:
+    """Stands for a line over the limit: only its first bytes are kept."""
+
+    head: bytes
+
+
+def read_lines(stream: BinaryIO, max_bytes: int) -> Iterator[bytes | TooLong]:
+    """Lines of `stream` without their newline; `TooLong` in place of a line over `max_bytes`."""
     while True:
         line = stream.readline(max_bytes + 1)
         if not line:
             return
         if len(line) > max_bytes and not line.endswith(b"\n"):
+            head = line[:HEAD_BYTES]
+            del line  # the rest of the line is skipped, never held
             _skip_rest_of_line(stream)
-            yield TOO_LONG
+            yield TooLong(head)
             continue
         yield line.rstrip(b"\r\n")
 
@@ -39,21 +50,19 @@ def _skip_rest_of_line(stream: BinaryIO) -> None:
 
 def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = None) -> int:  # type: ignore[no-untyped-def]
     """Answer requests until end of input or `shutdown`."""
-    import orjson
-
-    from store.protocol import Protocol, error
+    from store.protocol import Protocol, error, request_id
 
     protocol = Protocol(service, auth_secret)
     limit = service.config.base.max_line_bytes
     try:
         for line in read_lines(stdin, limit):
-            if line is TOO_LONG:
-                response = error("", "invalid_message", f"line longer than {limit} bytes: refused")
-            elif not line.strip():  # type: ignore[union-attr]
+            if isinstance(line, TooLong):
+                response = error(request_id(line.head), "invalid_message", f"line longer than {limit} bytes: refused")
+            elif not line.strip():
                 continue
             else:
-                response = protocol.handle(line)  # type: ignore[arg-type]
-            stdout.write(orjson.dumps(response) + b"\n")
+                response = protocol.handle(line)
+            stdout.write(_encode(response, error) + b"\n")
             stdout.flush()
             if protocol.shutdown_requested:
                 break
@@ -61,6 +70,20 @@ def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = 
         protocol.close()
         service.shutdown()
     return 0
+
+
+def _encode(response: dict, error) -> bytes:  # type: ignore[no-untyped-def]
+    """The response line; a response that cannot be encoded (a bug) still answers its request."""
+    import orjson
+
+    try:
+        return orjson.dumps(response)
+    except TypeError as exc:  # orjson.JSONEncodeError
+        from store.log import logger
+
+        logger("stdio").exception("reply to %s could not be encoded", response.get("req_id"))
+        req_id = response.get("req_id") if isinstance(response.get("req_id"), str) else ""
+        return orjson.dumps(error(req_id, "runtime_error", f"internal error: the reply could not be encoded: {exc}"))
 
 
 def main(service, auth_secret: str | None) -> int:  # type: ignore[no-untyped-def]

@@ -30,6 +30,8 @@ from .shard import Shard
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
 JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
+MAX_RETRIEVE = 1000  # entries one retrieve returns at most
+MAX_NESTING = 250  # JSON levels of a content or key: the journal line wraps it in 4 more (orjson: 254)
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 
 
@@ -144,16 +146,28 @@ class A2E:
     # -- store ------------------------------------------------------------------------------
 
     def store(
-        self, session: Session, entries: list[Any], keep_timestamps: bool = False, progress: Progress | None = None
+        self,
+        session: Session,
+        entries: list[Any],
+        keep_timestamps: bool = False,
+        progress: Progress | None = None,
+        partial: bool = True,
     ) -> dict[str, Any]:
-        """Store the valid entries in one go; report each invalid one in `errors` by index.
+        """Store the entries that can be stored, in one go; report each other one in `errors` by index.
+
+        An entry is refused on its own when it is invalid, when it is a semantic entry this agent may
+        not write, or (with `partial`) when the namespace has no room left for it: the entries
+        that fit are stored in request order. Only when none is stored, and some were refused for
+        lack of room or of permission, is the request as a whole refused (`memory_full`, else
+        `unauthorized`), with every entry's problem in `detail.errors`. Without `partial` (import),
+        a batch that does not fit is refused whole. A key given twice in one tier keeps its last
+        value; the entries it replaced are named in `warnings`.
         `progress(done, total)` is called as the entries are embedded (the long part of a bulk store)."""
         limits = self.config.for_namespace(session.namespace)
-        valid, errors = self._validate(entries, limits)
-        if any(e.tier == "semantic" for _, e, _ in valid):
-            self._check_semantic_writer(session, limits)
+        valid, problems, warnings = self._validate(entries, limits)
+        valid, refused, forbidden = self._semantic_allowed(session, valid, limits)
         if not valid:
-            return {"stored": [], "errors": errors}
+            return self._store_result([], problems + refused, warnings, forbidden)
         if limits.redact:  # before anything is stored or embedded
             for _, entry, _ in valid:
                 entry.content, entry.tags, entry.source = (
@@ -163,22 +177,45 @@ class A2E:
                 )
         texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e, _ in valid]
         encoded = self._embed(texts, progress)
-        by_tier: dict[str, list[tuple[MemoryEntry, str, str]]] = {}
-        for (_, entry, rid), vec in zip(valid, encoded, strict=True):
-            by_tier.setdefault(entry.tier, []).append((entry, rid, vec))
-        for tier in by_tier:  # catch up on the journals before taking the lock, so it is held briefly
+        for tier in {entry.tier for _, entry, _ in valid}:  # catch up on the journals before taking the lock
             self._shard(session, tier)
         with self.engine.lock(session.namespace):
             now = clock.now()
-            shards = {tier: self._shard(session, tier) for tier in by_tier}
-            puts = {tier: self._put_recs(shards[tier], items, now, keep_timestamps) for tier, items in by_tier.items()}
-            self._check_capacity(session, puts.values(), limits, now)
-            for tier, (recs, _, _) in puts.items():
+            shards = {tier: self._shard(session, tier) for tier in {entry.tier for _, entry, _ in valid}}
+            puts = [
+                (i, entry, self._put_rec(shards[entry.tier], entry, rid, vec, now, keep_timestamps))
+                for (i, entry, rid), vec in zip(valid, encoded, strict=True)
+            ]
+            fitting, full, no_room = self._fit(session, puts, limits, now, partial)
+            if not fitting:
+                return self._store_result([], problems + refused + full, warnings, no_room)
+            for tier, shard in shards.items():
+                recs = [rec for _, entry, (rec, _, _) in fitting if entry.tier == tier]
                 for start in range(0, len(recs), JOURNAL_BATCH):  # bounded journal lines, even in bulk
-                    shards[tier].append({"op": "put", "recs": recs[start : start + JOURNAL_BATCH]})
+                    shard.append({"op": "put", "recs": recs[start : start + JOURNAL_BATCH]})
         for shard in shards.values():
             self.engine.after_write(shard)
-        return {"stored": [e.key for _, e, _ in valid], "errors": errors}
+        stored = [entry.key for _, entry, _ in fitting]
+        return self._store_result(stored, problems + refused + full, warnings)
+
+    @staticmethod
+    def _store_result(
+        stored: list[Any],
+        problems: list[tuple[int, str]],
+        warnings: list[tuple[int, str]],
+        refusal: MemoryFull | Unauthorized | None = None,
+    ) -> dict[str, Any]:
+        """The reply: `stored`, `errors` in entry order, and `warnings` when there are any. When
+        nothing was stored and some entries were refused for lack of room or permission, the
+        request is refused whole with that `refusal`, every entry's reason in `detail.errors`."""
+        errors = [f"entries[{i}]: {text}" for i, text in sorted(problems)]
+        if not stored and refusal is not None:
+            refusal.detail["errors"] = errors
+            raise refusal
+        reply: dict[str, Any] = {"stored": stored, "errors": errors}
+        if warnings:
+            reply["warnings"] = [f"entries[{i}]: {text}" for i, text in sorted(warnings)]
+        return reply
 
     def _embed(self, texts: list[str], progress: Progress | None) -> list[str]:
         if progress is None:
@@ -189,58 +226,95 @@ class A2E:
             progress(len(encoded), len(texts))
         return encoded
 
-    def _validate(self, entries: list[Any], limits: Limits) -> tuple[list[tuple[int, MemoryEntry, str]], list[str]]:
-        """(index, entry, record id) of the valid entries, and an error line for each other one."""
+    def _validate(
+        self, entries: list[Any], limits: Limits
+    ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]], list[tuple[int, str]]]:
+        """(index, entry, record id) of the valid entries, (index, reason) for each other one, and
+        (index, note) for each valid entry replaced by a later one with the same key and tier."""
         valid: list[tuple[int, MemoryEntry, str]] = []
-        errors: list[str] = []
+        errors: list[tuple[int, str]] = []
         for i, raw in enumerate(entries):
             try:
                 entry = MemoryEntry.model_validate(raw)
             except ValidationError as exc:
-                errors.append(f"entries[{i}]: {_first_error(exc)}")
+                errors.append((i, _first_error(exc)))
                 continue
             try:
                 size = len(orjson.dumps(entry.content))
                 rid = canonical_key(entry.key)
-            except (orjson.JSONEncodeError, InvalidInput) as exc:  # e.g. nested deeper than 254 levels
-                errors.append(f"entries[{i}]: {exc if isinstance(exc, InvalidInput) else f'content: {exc}'}")
+                _check_nesting(entry)
+            except (orjson.JSONEncodeError, InvalidInput) as exc:
+                errors.append((i, str(exc) if isinstance(exc, InvalidInput) else f"content: {exc}"))
                 continue
             if size > limits.max_entry_bytes:
-                errors.append(f"entries[{i}]: content is {size} bytes, over the {limits.max_entry_bytes}-byte limit")
+                errors.append((i, f"content is {size} bytes, over the {limits.max_entry_bytes}-byte limit"))
                 continue
             valid.append((i, entry, rid))
-        return _last_write_wins(valid), errors
+        kept, replaced = _last_write_wins(valid)
+        return kept, errors, replaced
 
-    def _put_recs(
-        self, shard: Shard, items: list[tuple[MemoryEntry, str, str]], now: float, keep: bool
-    ) -> tuple[list[dict], int, int]:
-        """Journal records for `items`, and how many entries and bytes they add to the shard."""
-        recs, added, grown = [], 0, 0
-        for entry, rid, vec in items:
-            old = shard.get(rid, now)
-            created = entry.created_at if keep and entry.created_at else (old["created_at"] if old else now)
-            updated = entry.updated_at if keep and entry.updated_at else now
-            doc = {
-                "id": rid, "key": entry.key, "content": entry.content, "tier": entry.tier, "tags": entry.tags,
-                "source": entry.source, "score": entry.score, "ttl": entry.ttl, "created_at": created,
-                "updated_at": updated, "expires_at": updated + entry.ttl if entry.ttl else None,
-            }  # fmt: skip
-            size = len(orjson.dumps(doc))
-            added += old is None
-            grown += size - (len(orjson.dumps(old)) if old else 0)
-            recs.append({"id": rid, "doc": doc, "vec": vec, "size": size})
-        return recs, added, grown
+    def _semantic_allowed(
+        self, session: Session, valid: list[tuple[int, MemoryEntry, str]], limits: Limits
+    ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]], Unauthorized | None]:
+        """The entries this agent may write, (index, reason) for its semantic ones when it may not,
+        and the refusal itself."""
+        try:
+            if any(e.tier == "semantic" for _, e, _ in valid):
+                self._check_semantic_writer(session, limits)
+        except Unauthorized as exc:
+            refused = [(i, f"unauthorized: {exc.message}") for i, e, _ in valid if e.tier == "semantic"]
+            return [item for item in valid if item[1].tier != "semantic"], refused, exc
+        return valid, [], None
 
-    def _check_capacity(self, session: Session, puts: Any, limits: Limits, now: float) -> None:
-        count, size = self.usage(session.namespace, now)
-        for _, added, grown in puts:
+    def _put_rec(
+        self, shard: Shard, entry: MemoryEntry, rid: str, vec: str, now: float, keep: bool
+    ) -> tuple[dict, int, int]:
+        """The journal record for one entry, and how many entries and bytes it adds to the shard."""
+        old = shard.get(rid, now)
+        created = entry.created_at if keep and entry.created_at else (old["created_at"] if old else now)
+        updated = entry.updated_at if keep and entry.updated_at else now
+        doc = {
+            "id": rid, "key": entry.key, "content": entry.content, "tier": entry.tier, "tags": entry.tags,
+            "source": entry.source, "score": entry.score, "ttl": entry.ttl, "created_at": created,
+            "updated_at": updated, "expires_at": updated + entry.ttl if entry.ttl else None,
+        }  # fmt: skip
+        size = len(orjson.dumps(doc))
+        grown = size - (len(orjson.dumps(old)) if old else 0)
+        return {"id": rid, "doc": doc, "vec": vec, "size": size}, int(old is None), grown
+
+    def _fit(
+        self, session: Session, puts: list[tuple[int, MemoryEntry, Any]], limits: Limits, now: float, partial: bool
+    ) -> tuple[list[tuple[int, MemoryEntry, Any]], list[tuple[int, str]], MemoryFull | None]:
+        """The puts that fit the namespace's limits, taken in request order, (index, reason) for the
+        others, and the refusal that stands for them. An update that adds neither an entry nor
+        bytes always fits. Without `partial`, a batch that does not fit whole is refused."""
+        used_before = count, size = self.usage(session.namespace, now)
+        fitting, full = [], []
+        for i, entry, (rec, added, grown) in puts:
+            if (added and count + added > limits.max_entries) or (grown > 0 and size + grown > limits.max_bytes):
+                full.append(i)
+                continue
             count, size = count + added, size + grown
-        if count > limits.max_entries or size > limits.max_bytes:
-            raise MemoryFull(
-                f"namespace {session.namespace!r} is full: storing these would make {count} entries / {size} bytes "
-                f"(limits {limits.max_entries} / {limits.max_bytes})",
-                {"entries": count, "bytes": size, "max_entries": limits.max_entries, "max_bytes": limits.max_bytes},
-            )
+            fitting.append((i, entry, (rec, added, grown)))
+        if not full:
+            return fitting, [], None
+        wanted = used_before[0] + sum(added for _, _, (_, added, _) in puts)
+        wanted_bytes = used_before[1] + sum(grown for _, _, (_, _, grown) in puts)
+        refusal = MemoryFull(
+            f"namespace {session.namespace!r} is full: storing these would make {wanted} entries / {wanted_bytes} "
+            f"bytes (limits {limits.max_entries} / {limits.max_bytes})",
+            {
+                "entries": wanted,
+                "bytes": wanted_bytes,
+                "max_entries": limits.max_entries,
+                "max_bytes": limits.max_bytes,
+            },
+        )
+        if not partial:
+            raise refusal
+        used = f"{count} / {limits.max_entries} entries, {size} / {limits.max_bytes} bytes used"
+        reason = f"memory_full: namespace {session.namespace!r} has no room for it ({used})"
+        return fitting, [(i, reason) for i in full], refusal
 
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
         """Live entries and bytes of a namespace: every tier, plus this process's working tiers."""
@@ -276,7 +350,12 @@ class A2E:
         explain: bool = False,
     ) -> dict[str, Any]:
         """Entries matching every given filter, best first; `total` counts them before `limit`.
-        With `explain`, each entry says how it ranked (scores, fusion, filters, search path)."""
+        With `explain`, each entry says how it ranked (scores, fusion, filters, search path).
+        A `limit` over MAX_RETRIEVE is clamped to it, and the reply's `warnings` says so."""
+        warnings = []
+        if limit > MAX_RETRIEVE:
+            warnings.append(f"limit {limit} is over the maximum of {MAX_RETRIEVE}: clamped to {MAX_RETRIEVE}")
+            limit = MAX_RETRIEVE
         now = clock.now()
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
         qvec = self.engine.embed([query])[0] if query else None
@@ -285,7 +364,8 @@ class A2E:
             shard = self._shard(session, name)
             parts += search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
-        return _rank(parts, limit, min_score, applied if explain else None)
+        found = _rank(parts, limit, min_score, applied if explain else None)
+        return {**found, "warnings": warnings} if warnings else found
 
     def search_namespace(
         self,
@@ -338,18 +418,20 @@ class A2E:
 
 
 def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
-    """Merge candidates of several shards: filter on relevance, order, cut to `limit`."""
+    """Merge candidates of several shards: filter on relevance, order (by relevance, or without a
+    query by importance), then by recency, cut to `limit`."""
     total = 0
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
         kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
         total += len(kept) if min_score > 0 else part.total
-        pool.append((part, _leaders(part.relevance, kept, limit)))
+        pool.append((part, _leaders(part.rank, kept, limit)))
     relevance = np.concatenate([p.relevance[i] for p, i in pool]) if pool else np.zeros(0)
+    rank = np.concatenate([p.rank[i] for p, i in pool]) if pool else np.zeros(0)
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
     entries = []
-    for at in np.lexsort((-updated, -relevance))[:limit]:
+    for at in np.lexsort((-updated, -rank))[:limit]:
         part, row = refs[at]
         entry = {**public(part.doc(row)), "relevance": round(float(relevance[at]), 6)}
         if explain is not None:
@@ -358,21 +440,25 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
     return {"entries": entries, "total": total}
 
 
-def _leaders(relevance: np.ndarray, kept: np.ndarray, limit: int) -> np.ndarray:
+def _leaders(rank: np.ndarray, kept: np.ndarray, limit: int) -> np.ndarray:
     """The kept rows that can make the first `limit`: the best `limit`, and any row tied with the
     last of them (recency decides ties), without sorting them all."""
     if len(kept) <= limit:
         return kept
     if limit == 0:
         return kept[:0]
-    cut = np.partition(relevance[kept], len(kept) - limit)[len(kept) - limit]
-    return kept[relevance[kept] >= cut]
+    cut = np.partition(rank[kept], len(kept) - limit)[len(kept) - limit]
+    return kept[rank[kept] >= cut]
 
 
 def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
     """Why an entry ranked where it did."""
     if part.vector is None or part.lexical is None:
-        return {"fusion": "no query: relevance is the entry's own score", "filters": filters, "path": part.path}
+        return {
+            "fusion": "no query: relevance 1.0 for every match, ranked by the entry's own score",
+            "filters": filters,
+            "path": part.path,
+        }
     return {
         "vector": round(float(part.vector[row]), 6),
         "lexical": round(float(part.lexical[row]), 6),
@@ -394,12 +480,29 @@ def check_name(value: Any, what: str) -> None:
         raise InvalidInput(f"{what} must be 1 to {MAX_NAME} characters without NUL", {"field": what})
 
 
-def _last_write_wins(valid: list[tuple[int, MemoryEntry, str]]) -> list[tuple[int, MemoryEntry, str]]:
-    """Within one batch, a key stored twice in a tier keeps its last value."""
+def _last_write_wins(
+    valid: list[tuple[int, MemoryEntry, str]],
+) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]]]:
+    """Within one batch, a key stored twice in a tier keeps its last value (it is stored, and
+    listed in `stored`, once); each entry so replaced is noted by index."""
     latest: dict[tuple[str, str], tuple[int, MemoryEntry, str]] = {}
+    replaced: list[tuple[int, str]] = []
     for i, entry, rid in valid:
+        earlier = latest.get((entry.tier, rid))
+        if earlier is not None:
+            replaced.append((earlier[0], f"replaced by entries[{i}], which has the same key and tier"))
         latest[(entry.tier, rid)] = (i, entry, rid)
-    return sorted(latest.values(), key=lambda item: item[0])
+    return sorted(latest.values(), key=lambda item: item[0]), replaced
+
+
+def _check_nesting(entry: MemoryEntry) -> None:
+    """Content and key must fit, nested, in the deepest JSON the store writes (a journal line:
+    {"recs": [{"doc": {"content": ...}}]}); orjson writes at most 254 levels."""
+    for name in ("content", "key"):
+        try:
+            orjson.dumps({"recs": [{"doc": {name: getattr(entry, name)}}]})
+        except orjson.JSONEncodeError:
+            raise InvalidInput(f"{name}: nested deeper than {MAX_NESTING} levels", {"field": name}) from None
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -42,7 +42,7 @@ class SessionRequest(Message):
 
 
 class StoreRequest(SessionRequest):
-    entries: list[dict[str, Any]] = Field(default_factory=list)
+    entries: list[Any] = Field(default_factory=list)  # each one is checked on its own: see A2E.store
 
 
 class RetrieveRequest(SessionRequest):
@@ -50,7 +50,7 @@ class RetrieveRequest(SessionRequest):
     query: str = ""
     tags: list[Tag] = Field(default_factory=list)
     tier: Tier | Literal[""] = ""
-    limit: int = Field(10, ge=0, le=1000, strict=True)
+    limit: int = Field(10, ge=0, strict=True)  # over 1000: clamped, with a warning (A2E.retrieve)
     min_score: float = Field(0.0, ge=0.0, le=1.0, strict=True)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import json
 import time
 from typing import Any
 
@@ -34,6 +35,7 @@ from .models import new_id
 from .service import MemoryService
 
 VERSION = "1.0"
+ID_SCAN_BYTES = 4096  # how much of an unparsable line is read to find its `id`
 
 
 def auth_token(secret: str, agent_id: str) -> str:
@@ -58,8 +60,8 @@ class Protocol:
         """The response to one request line."""
         try:
             data = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            return error("", "parse_error", f"not a JSON message: {exc}")
+        except orjson.JSONDecodeError as exc:  # e.g. a lone surrogate (\ud800) in some string
+            return error(request_id(line), "parse_error", f"not a JSON message: {exc}")
         if not isinstance(data, dict):
             return error("", "invalid_message", "a message must be a JSON object")
         req_id = data["id"] if isinstance(data.get("id"), str) else ""
@@ -95,7 +97,7 @@ class Protocol:
 
     def _handshake_req(self, msg: HandshakeRequest) -> dict[str, Any]:
         if self.auth_secret and not hmac.compare_digest(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
-            raise Unauthorized(f"auth_token is not valid for agent {msg.agent_id!r}")
+            return self._handshake_refused(f"auth_token is not valid for agent {msg.agent_id!r}")
         self.agent_id, self.authenticated = msg.agent_id, True
         metadata = {
             "tiers": ["working", "episodic", "semantic"],
@@ -103,6 +105,14 @@ class Protocol:
         }
         caps = [{"capability": "memory", "enabled": True, "metadata": metadata}]
         return {"session_id": self.session_id, "accepted_caps": caps, "max_parallel": 1, "ok": True, "reason": ""}
+
+    def _handshake_refused(self, reason: str) -> dict[str, Any]:
+        """A refused handshake is still a `handshake/resp`: the SDK client reads `ok` and `reason`
+        from it to say why it could not connect. The connection is left
+        unauthenticated, even if an earlier handshake had succeeded: later memory requests get
+        `unauthorized` until a handshake with a valid token."""
+        self.agent_id, self.authenticated = "", False
+        return {"session_id": "", "accepted_caps": [], "max_parallel": 1, "ok": False, "reason": reason}
 
     def _ping(self, msg: Message) -> dict[str, Any]:
         return {"type": "pong", "uptime_seconds": round(time.monotonic() - self.started, 3)}
@@ -143,6 +153,45 @@ class Protocol:
         for memory_id in self.session_ids:
             with contextlib.suppress(MemError):
                 self.service.close_session(memory_id)
+
+
+def request_id(line: bytes | str) -> str:
+    """The `id` of a request that cannot be parsed whole (not JSON, or too long to read), when the
+    line starts like a message: `{`, then members whose values are plain JSON, `id` among them.
+    Only the first ID_SCAN_BYTES are read; the client, which waits on `req_id`, then gets its
+    error instead of a timeout. Without a string `id` in that prefix, the answer is ""."""
+    head = line[:ID_SCAN_BYTES]
+    text = head.decode("utf-8", "surrogateescape") if isinstance(head, bytes) else head
+    decoder, at = json.JSONDecoder(), _skip_space(text, 0)
+    if not text.startswith("{", at):
+        return ""
+    at += 1
+    try:
+        while True:
+            name, at = decoder.raw_decode(text, _skip_space(text, at))
+            at = _skip_space(text, at)
+            if not isinstance(name, str) or not text.startswith(":", at):
+                return ""
+            value, at = decoder.raw_decode(text, _skip_space(text, at + 1))
+            if name == "id":  # not one the client could have sent, nor one a reply can carry
+                return value if isinstance(value, str) and not _has_surrogate(value) else ""
+            at = _skip_space(text, at)
+            if not text.startswith(",", at):
+                return ""
+            at += 1
+    except (ValueError, RecursionError):  # truncated, malformed or deeply nested before `id`
+        return ""
+
+
+def _has_surrogate(text: str) -> bool:
+    """Lone surrogates: a `\\udXXX` escape without its pair, or bytes that are not UTF-8."""
+    return any("\ud800" <= char <= "\udfff" for char in text)
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
 
 
 def reply(kind: str, req_id: str, **fields: Any) -> dict[str, Any]:

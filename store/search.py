@@ -51,6 +51,11 @@ class Candidates:
     updated: np.ndarray
     total: int  # rows that pass the filters, before any cut
     path: str = "filter"  # how the rows were found: "filter" (no query), "exact" or "index"
+    order: np.ndarray | None = None  # what ranks the rows when it is not relevance (no query)
+
+    @property
+    def rank(self) -> np.ndarray:
+        return self.relevance if self.order is None else self.order
 
     def doc(self, i: int) -> dict:
         row = int(self.rows[i])
@@ -77,8 +82,9 @@ def search(
     k: int = 10,
     exhaustive: bool = False,
 ) -> list[Candidates]:
-    """Candidates from both parts of `shard`. Without a query every filtered row is returned with
-    its own score as relevance; with one, the best `k` at least (all of them if `exhaustive`)."""
+    """Candidates from both parts of `shard`. Without a query every filtered row is returned, with
+    relevance 1.0 (it matches every filter given, and nothing else was asked), ranked by its own
+    importance `score`; with one, the best `k` at least (all of them if `exhaustive`)."""
     if shard.seg is None and not len(shard.mem):
         return []
     masks = {"seg": shard.seg_alive(now), "mem": shard.mem_alive(now)}
@@ -130,8 +136,9 @@ def _unscored(shard: Shard, part: str, mask: np.ndarray) -> Candidates:
     if not len(rows):
         return _empty(shard, part)
     scores, updated = _columns(shard, part)
-    rel = np.asarray(scores[rows], dtype=np.float32)
-    return Candidates(shard, part, rows, rel, None, None, np.asarray(updated[rows]), len(rows))
+    importance = np.asarray(scores[rows], dtype=np.float32)
+    full = np.ones(len(rows), dtype=np.float32)  # the stored score ranks but never filters
+    return Candidates(shard, part, rows, full, None, None, np.asarray(updated[rows]), len(rows), order=importance)
 
 
 def _empty(shard: Shard, part: str) -> Candidates:

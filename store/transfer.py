@@ -72,7 +72,7 @@ def _write(
     if kind in A2E_TIERS:
         agent = scope[0] if kind == "episodic" and scope else "default"
         entries = [public(doc) for doc in docs]
-        result = a2e.store(Session("", namespace, agent), entries, keep_timestamps=True)
+        result = a2e.store(Session("", namespace, agent), entries, keep_timestamps=True, partial=False)
         if result["errors"]:
             raise InvalidInput(f"{namespace}/{kind}: {result['errors'][0]}")
     else:

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from cli.stdio import serve
 from store.messages import REQUESTS
-from store.protocol import Protocol
+from store.protocol import Protocol, request_id
 from store.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,13 +42,13 @@ WRONG_FIELDS = {
     "ping": {"id": [5, [], None], "ts": ["x", [], {}]},
     "shutdown": {"timeout": ["x", [], {}]},
     "memory/init/req": {"namespace": [5, "", "a" * 1025, "nul\x00", None], "scope": [[], "x", 5], "metadata": [[]]},
-    "memory/store/req": {"memory_id": [5, "", None, "m" * 1025], "entries": ["x", 5, {}, [1], ["x"]]},
+    "memory/store/req": {"memory_id": [5, "", None, "m" * 1025], "entries": ["x", 5, {}]},  # [1]: entry error
     "memory/retrieve/req": {
         "keys": ["x", 5, [5], [[1]]],
         "query": [5, []],
         "tags": ["x", [5], [""], ["\x00"]],
         "tier": ["cosmic", 5, None],
-        "limit": ["10", 1.5, -1, 1001, True],
+        "limit": ["10", 1.5, -1, True],  # over 1000 is clamped, not refused
         "min_score": ["0.5", -0.1, 1.5],
     },
     "memory/forget/req": {"keys": [5, "x"], "tags": [[5], "x"], "tier": ["", "cosmic", None]},
@@ -128,14 +128,14 @@ def padded_ping(rid: str, size: int) -> bytes:
 def classify(raw: bytes) -> dict | None:
     """What serve-stdio must answer to an arbitrary line (None: a blank line, no answer)."""
     if len(raw) > LIMIT:
-        return error_of("invalid_message")
+        return error_of("invalid_message", request_id(raw))
     line = raw.rstrip(b"\r")
     if not line.strip():
         return None
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return error_of("parse_error")
+        return error_of("parse_error", request_id(line))
     if not isinstance(data, dict):
         return error_of("invalid_message")
     return {}  # an object: some well-formed answer
@@ -216,13 +216,13 @@ class Wire:
 
     def _long(self, rid, extra, filler):
         if filler == b"ping":  # a valid message, but too long: refused all the same
-            return padded_ping(rid, LIMIT + extra), error_of("invalid_message")
+            return padded_ping(rid, LIMIT + extra), error_of("invalid_message", rid)  # its id is read
         return (filler * (LIMIT + extra))[: LIMIT + extra], error_of("invalid_message")
 
     def _boundary(self, rid, delta):
         if delta <= 0:
             return padded_ping(rid, LIMIT + delta), {"type": "pong", "req_id": rid}
-        return padded_ping(rid, LIMIT + delta), error_of("invalid_message")
+        return padded_ping(rid, LIMIT + delta), error_of("invalid_message", rid)
 
     def _deep(self, rid, depth, shape):
         if shape == "open":
@@ -236,8 +236,8 @@ class Wire:
             raw = b'{"type": "ping", "id": "' + rid.encode() + b'", "x": ' + b"[" * depth + b"]" * depth + b"}"
         try:
             orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return raw, error_of("parse_error")
+        except orjson.JSONDecodeError:  # the ping's id comes before the deep field: it is read
+            return raw, error_of("parse_error", rid if shape == "in_ping" else "")
         return raw, {"type": "pong", "req_id": rid} if shape == "in_ping" else error_of("invalid_message")
 
     def _not_object(self, rid, value):
@@ -416,7 +416,7 @@ def test_a_64_mib_line_is_refused_without_being_held_in_memory(home):
     writer.start()
     reply = orjson.loads(proc.stdout.readline())
     writer.join()
-    assert reply["type"] == "error" and reply["code"] == "invalid_message" and reply["req_id"] == ""
+    assert reply["type"] == "error" and reply["code"] == "invalid_message" and reply["req_id"] == "huge"
     assert "longer than 1048576 bytes" in reply["message"]
     # still serving, with its session and data intact
     assert ask(orjson.dumps(request("ping", "after")) + b"\n")["type"] == "pong"

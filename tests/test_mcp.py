@@ -8,6 +8,7 @@ one store, `--read-only`, and the message given when the `mcp` extra is missing.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -103,19 +104,21 @@ class Calls:
         self.called: set[str] = set()
 
     async def raw(self, name: str, **args: Any) -> Any:
+        """A call's result; a successful one is checked to carry its data in both forms."""
         self.called.add(name)
-        return await self.client.call_tool(name, args)
+        r = await self.client.call_tool(name, args)
+        if not r.is_error:  # a client that shows the model only `content` sees all the data
+            assert len(r.content) == 1 and r.content[0].type == "text", name
+            assert json.loads(r.content[0].text) == r.structured_content, f"{name}: text is not the data"
+            assert isinstance(r.meta["summary"], str) and r.meta["summary"], name
+        return r
 
     async def ok(self, name: str, **args: Any) -> Any:
         """The structured result of a successful call (a list result unwrapped from {"result": ...})."""
         r = await self.raw(name, **args)
-        text = r.content[0].text
-        assert not r.is_error, f"{name} failed: {text}"
-        assert len(r.content) == 1 and r.content[0].type == "text"
+        assert not r.is_error, f"{name} failed: {r.content[0].text}"
         value = r.structured_content
         assert isinstance(value, dict)
-        if name != "persistent_memory_retrieve":  # its text is the rendered contribution
-            assert "\n" not in text and len(text) < 80 and "{" not in text, f"{name}: not a summary: {text!r}"
         return value["result"] if set(value) == {"result"} else value
 
     async def fails(self, name: str, *fragments: str, **args: Any) -> str:
@@ -175,6 +178,9 @@ def check_tool_list(tools: list[Any]) -> None:
             assert spec.get("description"), f"{name}.{param} has no description"
         assert tool.annotations is not None, name
         assert tool.annotations.read_only_hint is (name in READ_ONLY_TOOLS), name
+        output = tool.output_schema  # declared, and specific: the fields of the tool's own answer
+        assert output is not None and output["type"] == "object" and output.get("properties"), f"{name}: no output"
+        assert set(output.get("required", [])) <= set(output["properties"]), name
         assert bool(tool.annotations.destructive_hint) is ("delete" in name or name == "memory_forget"), name
     for name in ("memory_store", "memory_retrieve", "memory_forget"):
         assert "agent" in by_name[name].input_schema["properties"]
@@ -187,7 +193,7 @@ def check_tool_list(tools: list[Any]) -> None:
 
 async def _kv(t: Calls) -> None:
     r = await t.raw("memory_set", key="theme", value={"mode": "dark", "size": 12})
-    assert not r.is_error and r.content[0].text == "stored theme"
+    assert not r.is_error and r.meta["summary"] == "stored theme"
     first = r.structured_content
     assert first["key"] == "theme" and first["value"] == {"mode": "dark", "size": 12}
     got = await t.ok("memory_get", key="theme")
@@ -220,7 +226,7 @@ async def _documents(t: Calls) -> None:
     assert updated["created_at"] == cfg["created_at"] and updated["memoryId"] == cfg["memoryId"]
 
     r = await t.raw("memory_json_list")
-    assert r.content[0].text == "3 JSON memories"
+    assert r.meta["summary"] == "3 JSON memories"
     newest_first = [cfg["memoryId"], other["memoryId"], dev["memoryId"]]  # by update time
     assert [d["memoryId"] for d in r.structured_content["result"]] == newest_first
     prod_v2 = await t.ok("memory_json_list", filters={"version": {"$gte": 2}, "env": "prod"})
@@ -297,7 +303,7 @@ async def _episodic(t: Calls) -> None:
         r = await t.raw("episodic_memory_append_event", memoryId=mid, event=event)
         assert not r.is_error, r.content[0].text
         added.append(r.structured_content)
-        assert r.content[0].text == f"appended {r.structured_content['eventId']}"
+        assert r.meta["summary"] == f"appended {r.structured_content['eventId']}"
     assert [a["event_type"] for a in added] == ["user_action", "system", "user_action"]
     assert added[0]["memoryId"] == mid and added[0]["payload"] == {"action": "click"} and added[1]["tags"] == []
     deploy = {"event_type": "deploy", "emitting_agent_id": "agent-9", "tags": ["ops"], "payload": "v1"}
@@ -308,7 +314,7 @@ async def _episodic(t: Calls) -> None:
         return [e["eventId"] for e in found]
 
     r = await t.raw("episodic_memory_query_events", memoryId=mid)
-    assert r.content[0].text == "3 events"
+    assert r.meta["summary"] == "3 events"
     assert ids(r.structured_content["result"]) == ids(added)  # oldest first
     query = "episodic_memory_query_events"
     assert ids(await t.ok(query, memoryId=mid, event_type="user_action")) == ids([added[0], added[2]])
@@ -327,7 +333,7 @@ async def _episodic(t: Calls) -> None:
 
     r = await t.raw("episodic_memory_get_event_types", memoryId=mid)
     assert r.structured_content == {"result": ["user_action", "system"]}
-    assert r.content[0].text == "user_action, system"
+    assert r.meta["summary"] == "user_action, system"
     swarm_types = await t.ok("episodic_memory_get_event_types", swarmId="deploy-bots")
     assert sorted(swarm_types) == ["deploy", "system", "user_action"]
     assert await t.ok("episodic_memory_get_event_types", memoryId=lone["memoryId"]) == []
@@ -397,13 +403,14 @@ async def _a2e(t: Calls) -> None:
         },
         {"key": {"topic": "bad"}, "content": "x", "tier": "forever"},
         {"key": {"topic": "bad"}, "content": "x", "tier": "episodic", "score": 7},
+        "not an entry",  # refused on its own, like the two above
     ]
     r = await t.raw("memory_store", entries=entries)
     assert not r.is_error, r.content[0].text
-    assert r.content[0].text == "stored 3, 2 errors"
+    assert r.meta["summary"] == "stored 3, 3 errors"
     stored = r.structured_content
     assert stored["stored"] == [{"topic": "prefs"}, {"topic": "scratch"}, {"id": "staging"}]
-    assert [e.split(":")[0] for e in stored["errors"]] == ["entries[3]", "entries[4]"]
+    assert [e.split(":")[0] for e in stored["errors"]] == ["entries[3]", "entries[4]", "entries[5]"]
 
     # the working tier lives as long as the server: a later call still sees it
     working = await t.ok("memory_retrieve", tier="working")
@@ -415,7 +422,7 @@ async def _a2e(t: Calls) -> None:
         assert 0 <= entry["relevance"] <= 1 and "vector" not in entry and "id" not in entry
 
     r = await t.raw("memory_retrieve", query="when is the staging database rebuilt?", limit=1)
-    assert r.content[0].text == "1 of 3 matching"
+    assert r.meta["summary"] == "1 of 3 matching"
     best = r.structured_content["entries"][0]
     assert best["key"] == {"id": "staging"} and best["relevance"] > 0.3 and best["tags"] == ["ops"]
     by_tag = await t.ok("memory_retrieve", tags=["preferences"])
@@ -428,14 +435,16 @@ async def _a2e(t: Calls) -> None:
     assert (await t.ok("memory_retrieve", tier="semantic", agent="other"))["total"] == 1
     assert (await t.ok("memory_retrieve", tier="working", agent="other"))["total"] == 0
     assert (await t.ok("memory_retrieve", namespace="elsewhere"))["total"] == 0
-    await t.fails("memory_retrieve", "schema_violation", limit=5000)
+    clamped = await t.ok("memory_retrieve", limit=5000)  # over 1000: clamped, and said so
+    assert clamped["total"] == 3 and clamped["warnings"] == ["limit 5000 is over the maximum of 1000: clamped to 1000"]
+    await t.fails("memory_retrieve", "schema_violation", limit=-1)
     # an unknown tier is refused (it used to read, and forget would delete, the semantic tier)
     await t.fails("memory_retrieve", "tier", tier="forever")
     await t.fails("memory_forget", "tier", tier="forever")
     assert (await t.ok("memory_retrieve", tier="semantic"))["total"] == 1
 
     r = await t.raw("memory_forget", keys=[{"topic": "prefs"}])  # default tier: episodic
-    assert r.structured_content == {"deleted": 1} and r.content[0].text == "deleted 1"
+    assert r.structured_content == {"deleted": 1} and r.meta["summary"] == "deleted 1"
     assert (await t.ok("memory_retrieve", tier="episodic"))["total"] == 0
     assert await t.ok("memory_forget", tags=["nothing-has-this"], tier="semantic") == {"deleted": 0}
     assert await t.ok("memory_forget", tier="working") == {"deleted": 1}
@@ -450,7 +459,7 @@ async def _graph_and_persistent(t: Calls) -> None:
         {"name": "Bob", "entityType": "person"},
     ]
     r = await t.raw("create_entities", entities=people)
-    assert r.content[0].text == "created 3 entities"
+    assert r.meta["summary"] == "created 3 entities"
     assert r.structured_content["result"][2] == {"name": "Bob", "entityType": "person", "observations": []}
     assert await t.ok("create_entities", entities=people[:1]) == []  # existing names are left alone
     relations = [
@@ -472,7 +481,7 @@ async def _graph_and_persistent(t: Calls) -> None:
     assert sorted(e["name"] for e in opened["entities"]) == ["Acme", "Alice"]
     assert opened["relations"] == [relations[0]]
     r = await t.raw("read_graph")
-    assert r.content[0].text == "3 entities, 2 relations"
+    assert r.meta["summary"] == "3 entities, 2 relations"
     graph = r.structured_content
     assert [e["name"] for e in graph["entities"]] == ["Acme", "Alice", "Bob"]
     assert sorted(graph["relations"], key=lambda rel: rel["from"]) == relations
@@ -495,7 +504,7 @@ async def _graph_and_persistent(t: Calls) -> None:
     assert got["source_type"] == "kv" and got["query"] == "theme find" and got["truncated"] is False
     assert [item["key"] for item in got["items"]] == ["theme"] and got["items"][0]["value"] == "light"
     assert got["contribution"].startswith("## User Preferences") and "theme: light" in got["contribution"]
-    assert r.content[0].text == got["contribution"]
+    assert r.meta["summary"] == got["contribution"]
 
     kg = await t.ok(
         "persistent_memory_create",
@@ -536,10 +545,10 @@ async def _graph_and_persistent(t: Calls) -> None:
     assert dropped == [{"entityName": "Alice", "deletedObservations": ["likes green tea"]}]
     assert (await t.ok("open_nodes", names=["Alice"]))["entities"][0]["observations"] == ["speaks Portuguese"]
     r = await t.raw("delete_relations", relations=[relations[1]])
-    assert r.structured_content == {"deletedRelations": 1} and r.content[0].text == "deleted 1 relations"
+    assert r.structured_content == {"deletedRelations": 1} and r.meta["summary"] == "deleted 1 relations"
     r = await t.raw("delete_entities", entityNames=["Acme", "Nobody"])
     assert r.structured_content == {"deletedEntities": 1, "deletedRelations": 1}  # Alice works_at Acme went too
-    assert r.content[0].text == "deleted 1 entities"
+    assert r.meta["summary"] == "deleted 1 entities"
     graph = await t.ok("read_graph")
     assert [e["name"] for e in graph["entities"]] == ["Alice", "Bob"] and graph["relations"] == []
     assert (await t.ok("search_nodes", query="anvils"))["entities"] == []

@@ -84,14 +84,17 @@ def test_content_size_limit(home, monkeypatch):
     assert out["stored"] == [{"k": "small"}] and "over the 100-byte limit" in out["errors"][0]
 
 
-def test_namespace_entry_limit_gives_memory_full_and_writes_nothing(home, monkeypatch):
+def test_namespace_entry_limit_stores_what_fits_then_gives_memory_full(home, monkeypatch):
     monkeypatch.setenv("MEM_MAX_ENTRIES", "3")
     svc = MemoryService(home)
     s = svc.init("ns", "a")
     svc.store(s, [entry(i, "x") for i in range(2)])
-    with pytest.raises(MemoryFull):
-        svc.store(s, [entry("a", "x"), entry("b", "x", tier="semantic")])
-    assert svc.retrieve(s, limit=100)["total"] == 2
+    some = svc.store(s, [entry("a", "x"), entry("b", "x", tier="semantic")])
+    assert some["stored"] == [{"k": "a"}] and some["errors"][0].startswith("entries[1]: memory_full:")
+    with pytest.raises(MemoryFull) as full:  # no room for any of them: the request is refused
+        svc.store(s, [entry("c", "x")])
+    assert full.value.detail["errors"][0].startswith("entries[0]: memory_full:")
+    assert svc.retrieve(s, limit=100)["total"] == 3
     svc.store(s, [entry(0, "updated")])  # an update does not add an entry
     other = svc.init("other", "a")
     svc.store(other, [entry(i, "x") for i in range(3)])  # the limit is per namespace
@@ -148,8 +151,8 @@ def test_relevance_without_query_is_score_ordered_then_recent(service):
     service.store(s, [entry("high2", "z", score=0.9)])
     result = service.retrieve(s)
     assert keys_of(result) == [{"k": "high2"}, {"k": "high"}, {"k": "low"}]
-    assert [e["relevance"] for e in result["entries"]] == pytest.approx([0.9, 0.9, 0.2])
-    assert service.retrieve(s, min_score=0.5)["total"] == 2
+    assert [e["relevance"] for e in result["entries"]] == [1.0, 1.0, 1.0]  # a filter-only match is full
+    assert service.retrieve(s, min_score=0.5)["total"] == 3  # the stored score never filters
 
 
 def test_min_score_filters_on_relevance_not_importance(service):

@@ -114,7 +114,7 @@ def test_auth_secret_requires_a_valid_token(service):
     proto = Protocol(service, auth_secret="s3cret")
     assert call(proto, "memory/init/req", namespace="ns")["code"] == "unauthorized"
     bad = call(proto, "handshake/req", agent_id="a1", auth_token="wrong")
-    assert bad["type"] == "error" and bad["code"] == "unauthorized"
+    assert bad["type"] == "handshake/resp" and bad["ok"] is False and bad["reason"]
     good = call(proto, "handshake/req", agent_id="a1", auth_token=auth_token("s3cret", "a1"))
     assert good["ok"] is True
     assert call(proto, "memory/init/req", namespace="ns")["type"] == "memory/init/resp"
@@ -223,3 +223,13 @@ def test_clean_shutdown_checkpoints_what_the_server_wrote(home):
     assert list(home.rglob("seg-*/data.json")), "no checkpoint at clean shutdown"
     svc = MemoryService(home)
     assert svc.retrieve(svc.scope("ck", "default"), tier="semantic", limit=100)["total"] == 20
+
+
+def test_a_reply_that_cannot_be_encoded_still_answers_its_request(home, monkeypatch):
+    monkeypatch.setattr(Protocol, "_ping", lambda self, msg: {"type": "pong", "uptime_seconds": object()})
+    out = io.BytesIO()
+    lines = [orjson.dumps(msg("ping", id="p1")), orjson.dumps(msg("handshake/req", id="h1"))]
+    serve(MemoryService(home), io.BytesIO(b"\n".join(lines) + b"\n"), out)
+    replies = [orjson.loads(x) for x in out.getvalue().splitlines()]
+    assert [(r["type"], r["req_id"]) for r in replies] == [("error", "p1"), ("handshake/resp", "h1")]
+    assert replies[0]["code"] == "runtime_error"
