@@ -125,6 +125,8 @@ def build(name: str) -> Any:
 
     import typer.main
 
+    from .arguments import guard_text_parameters
+
     module, attribute = COMMANDS[name]
     target = getattr(import_module(f"{__package__}.{module}"), attribute)
     if not isinstance(target, typer.Typer):
@@ -134,6 +136,7 @@ def build(name: str) -> Any:
     target._add_completion = False  # completion options belong to the root command only
     command = typer.main.get_command(target)
     command.name = name
+    guard_text_parameters(command, name)
     return command
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from .embed import DEFAULT, Embedder, get_embedder
+from .config import env_choice
+from .embed import DEFAULT, Embedder, check_embedder_name, get_embedder
 from .errors import StoreMismatch
 from .locking import FileLock
 from .paths import digest, ensure_dir, write_atomic
@@ -27,13 +28,16 @@ from .shard import DESCRIPTOR, Shard
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
 FORMAT = 1
+CHECKPOINT_MODES = ("background", "inline", "off")
 
 
 class Engine:
     def __init__(self, home: Path, embedder: str | None = None, checkpoints: str | None = None) -> None:
         self.home = home
         self.wanted_embedder = embedder or os.environ.get("MEM_EMBEDDER") or None
-        self.checkpoints = checkpoints or os.environ.get("MEM_CHECKPOINTS", "background")
+        if self.wanted_embedder:
+            check_embedder_name(self.wanted_embedder)
+        self.checkpoints = checkpoints or env_choice("MEM_CHECKPOINTS", CHECKPOINT_MODES, "background")
         self._shards: dict[Path, Shard] = {}
         self._locks: dict[Path, FileLock] = {}
         self._embedder: Embedder | None = None
