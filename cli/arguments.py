@@ -70,12 +70,7 @@ def culprit(ctx: Any, param: Any) -> str:
 
 def shown(text: str) -> str:
     """`text` with the bytes that are not UTF-8 written as \\xNN escapes."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") if _escapes(text) else ascii(text)
-
-
-def _escapes(text: str) -> bool:
     try:
-        text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return False
-    return True
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return ascii(text)

@@ -63,7 +63,7 @@ def add_object_commands(app: typer.Typer, kind: str, noun: str, service: Any) ->
     ) -> None:
         """Save and print the record with its new memoryId."""
         method = getattr(service(), f"memory_{kind}_save")
-        show(method(parse_object(body, kind), optional_object(metadata, "--metadata"), namespace=namespace), fmt)
+        show(method(parse_object(body, "BODY"), optional_object(metadata, "--metadata"), namespace=namespace), fmt)
 
     @app.command("update")
     def update(
@@ -73,7 +73,8 @@ def add_object_commands(app: typer.Typer, kind: str, noun: str, service: Any) ->
         fmt: Format = None,
     ) -> None:
         """Replace the object (keeps the memoryId); exit 3 if the ID is unknown."""
-        show(getattr(service(), f"memory_{kind}_update")(memory_id, parse_object(body, kind), namespace=namespace), fmt)
+        update = getattr(service(), f"memory_{kind}_update")
+        show(update(memory_id, parse_object(body, "BODY"), namespace=namespace), fmt)
 
 
 json_app = memory_app("json", "JSON")

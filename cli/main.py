@@ -101,7 +101,7 @@ def root(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No informational output.")] = False,
     redact: Annotated[
-        bool, typer.Option("--redact", envvar="MEM_REDACT", help="Mask secret-shaped strings before storing.")
+        bool, typer.Option("--redact", help="Mask secret-shaped strings before storing (env MEM_REDACT=1).")
     ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")

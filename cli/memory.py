@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
@@ -51,7 +50,7 @@ def store(
     if content == "-":
         entries = read_ndjson(sys.stdin)
     else:
-        value = parse_value(content)
+        value = parse_value(content, "CONTENT")
         entry_key = parse_key(key or []) or {"hash": content_hash(content)}
         entries = [
             {
@@ -80,7 +79,9 @@ def content_hash(content: str) -> str:
     that no hash of a secret is stored)."""
     import hashlib
 
-    if os.environ.get("MEM_REDACT", "").lower() in ("1", "true", "yes"):
+    from store.config import env_flag
+
+    if env_flag("MEM_REDACT"):
         from store.redact import redact_text
 
         content = redact_text(content)

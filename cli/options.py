@@ -46,14 +46,17 @@ def fields_list(fields: str | None) -> list[str] | None:
     return [f.strip() for f in fields.split(",") if f.strip()] if fields else None
 
 
-def parse_value(text: str) -> Any:
-    """JSON when it parses, else the text itself."""
+def parse_value(text: str, what: str) -> Any:
+    """JSON when it parses, else the text itself; JSON nested too deep to store is refused."""
     import orjson
 
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc):  # JSON all right, but deeper than the parser goes
+            invalid_input(f"{what} is nested too deeply: {exc}")
         return text
+    return checked_depth(value, what)
 
 
 def parse_json_object(text: str, what: str) -> dict[str, Any]:
@@ -65,6 +68,18 @@ def parse_json_object(text: str, what: str) -> dict[str, Any]:
         invalid_input(f"{what} is not valid JSON: {exc}")
     if not isinstance(value, dict):
         invalid_input(f"{what} must be a JSON object")
+    return checked_depth(value, what)
+
+
+def checked_depth(value: Any, what: str) -> Any:
+    """`value`, if it is not nested deeper than the store can keep (else exit 4 naming `what`)."""
+    from store.errors import InvalidInput
+    from store.ndjson import check_depth
+
+    try:
+        check_depth(value, what)
+    except InvalidInput as exc:
+        invalid_input(exc.message)
     return value
 
 

@@ -7,7 +7,6 @@ import os
 import time
 
 
-
 def env_offset() -> float:
     """MEM_CLOCK_OFFSET (seconds) lets tests that spawn `mem` move its clock too."""
     text = os.environ.get("MEM_CLOCK_OFFSET", "").strip()
