@@ -74,3 +74,19 @@ def shown(text: str) -> str:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a surrogate that stands for no byte
         return ascii(text)
+
+
+def read_text(source: str) -> str:
+    """The UTF-8 text of file `source`, or of stdin for `-`; exit 4 naming it if it cannot be
+    read or is not UTF-8."""
+    import sys
+    from pathlib import Path
+
+    name = "stdin" if source == "-" else shown(source)
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        return data.decode("utf-8")
+    except OSError as exc:
+        invalid_input(f"cannot read {name}: {exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        invalid_input(f"{name} is not UTF-8 text (byte {exc.start}: {exc.reason})")

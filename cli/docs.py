@@ -4,8 +4,6 @@ No `from __future__ import annotations` here: the groups are made by one factory
 help texts are built at run time, so their annotations must be evaluated eagerly.
 """
 
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -90,12 +88,9 @@ def read_markdown(source: str | None, text: str | None) -> str:
         invalid_input("give a FILE, - for stdin, or --text")
     if text is not None:
         return text
-    if source == "-":
-        return sys.stdin.read()
-    try:
-        return Path(source).read_text(encoding="utf-8")  # type: ignore[arg-type]
-    except OSError as exc:
-        invalid_input(f"cannot read {source}: {exc.strerror}")
+    from .arguments import read_text
+
+    return read_text(source)  # type: ignore[arg-type]
 
 
 @markdown_app.command("save")

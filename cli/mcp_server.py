@@ -64,7 +64,7 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Store errors become MCP tool errors with the error code and message; one call at a time."""
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from store.errors import MemError
+    from store.errors import MemError, os_failure
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -73,6 +73,9 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 return fn(*args, **kwargs)
         except MemError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from None
+        except OSError as exc:  # a full disk: the message says whether to try again
+            failure = os_failure(exc)
+            raise ToolError(f"{failure.code}: {failure.message}") from None
 
     return wrapper
 

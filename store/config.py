@@ -65,7 +65,7 @@ def load_config(home: Path) -> Config:
     raw = read_config_file(path)
     values = {name: check_value(name, raw[name], f"{path}: {name}") for name in LIMIT_NAMES if name in raw}
     values.update(env_limits())
-    env_choice("MEM_LOG", LOG_LEVELS, "warning", ignore_case=True)
+    check_other_variables()
     return Config(Limits(**values), check_namespaces(raw.get("namespaces", {}), path))
 
 
@@ -131,6 +131,13 @@ def env_limits() -> dict[str, Any]:
         if os.environ.get(variable) is not None:
             values[name] = env_flag(variable) if name == "redact" else env_number(variable, 0)
     return values
+
+
+def check_other_variables() -> None:
+    """Check now the variables that modules read only when they first need them (a checkpoint
+    after a write, a log line), so that a bad one is refused before anything is written."""
+    env_choice("MEM_LOG", LOG_LEVELS, "warning", ignore_case=True)
+    env_number("MEM_CHECKPOINT_BYTES", 0)
 
 
 def env_number(variable: str, default: int) -> int:

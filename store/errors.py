@@ -6,7 +6,13 @@ message and an exit code, `serve-mcp` into a tool error. Nothing else needs to k
 
 from __future__ import annotations
 
+import errno
 from typing import Any
+
+# OS errors that pass with time or a freed resource: the same request may succeed if sent again.
+TRANSIENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+)
 
 
 class MemError(Exception):
@@ -62,3 +68,14 @@ class StoreMismatch(MemError):
 
     code = "runtime_error"
     exit_code = 1
+
+
+def os_failure(exc: OSError) -> MemError:
+    """An `OSError` met while serving a request, as a store error to send back: `runtime_error`,
+    `retryable` when its cause passes (a full disk or quota, too many open files, no memory).
+    The message says so too, for front doors (MCP) that have no retryable flag."""
+    failure = MemError(f"storage error: {exc.strerror or exc}")
+    if exc.errno in TRANSIENT_ERRNOS:
+        failure.retryable = True
+        failure.message += " (retryable: the request can be sent again once the condition clears)"
+    return failure
