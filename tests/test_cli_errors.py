@@ -43,6 +43,8 @@ class Case:
     stdin: bytes = b""
 
 
+PERSISTENT = ["--retrieval", '{"source_type": "kv", "source_id": "default"}', "--contribution", '{"format": "text"}']
+
 CASES = {
     # -- the audit's cases --------------------------------------------------------------------
     "config-not-json": Case(["get", "seed"], "config.json: not valid JSON", config="{bad"),
@@ -91,7 +93,7 @@ CASES = {
     "session-not-utf8": Case(["retrieve", "--session", b"\xff"], "--session is not valid UTF-8"),
     "key-option-not-utf8": Case(["store", "x", "--key", b"k\xff"], "--key is not valid UTF-8"),
     "content-not-utf8": Case(["store", b"\xffx"], "argument CONTENT is not valid UTF-8"),
-    "relation-not-utf8": Case(["kg", "relate", "a", b"r\xff", "b"], "argument RELATION is not valid UTF-8"),
+    "relation-not-utf8": Case(["kg", "relate", "alice", b"r\xff", "bob"], "argument RELATION is not valid UTF-8"),
     "namespace-delete-not-utf8": Case(["namespaces", "delete", b"x\xff", "--yes"], "argument NAME is not valid UTF-8"),
     "markdown-file-not-utf8": Case(["markdown", "save", "<latin1-file>"], "is not UTF-8 text"),
     "markdown-stdin-not-utf8": Case(["markdown", "save", "-"], "stdin is not UTF-8 text", stdin=b"caf\xe9"),
@@ -103,9 +105,11 @@ CASES = {
     "deep-json-metadata": Case(["json", "save", "{}", "--metadata", deep_object(300)], "--metadata nests deeper"),
     "deep-json-filter": Case(["todo", "list", "--filter", deep_object(300)], "--filter nests deeper than"),
     "deep-json-payload": Case(
-        ["episodic", "append", "ep_x", "-e", "t", "-a", "a", "-p", deep_object(300)], "--payload nests deeper"
+        ["episodic", "append", "<episode>", "-e", "t", "-a", "a", "-p", deep_object(300)], "--payload nests deeper"
     ),
-    "deep-json-variables": Case(["persistent", "create", "--variables", deep_object(300)], "--variables nests"),
+    "deep-json-variables": Case(
+        ["persistent", "create", "--label", "l", *PERSISTENT, "--variables", deep_object(300)], "--variables nests"
+    ),
 }
 
 
@@ -117,9 +121,11 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 def prepare(case: Case, home: Path) -> tuple[dict[str, str | bytes], list[str | bytes], Path]:
-    """A store with one record (and the case's config.json); the child's env and args."""
+    """A store with a few records (and the case's config.json); the child's env and args."""
     svc = MemoryService(home)
     svc.memory_set("seed", 1)
+    svc.kg_create_entities([{"name": name, "entityType": "person", "observations": []} for name in ("alice", "bob")])
+    episode = svc.episodic_memory_create("seed")["memoryId"]
     svc.close()
     if case.config == "<directory>":
         (home / "config.json").mkdir()
@@ -131,7 +137,7 @@ def prepare(case: Case, home: Path) -> tuple[dict[str, str | bytes], list[str | 
         watched = home.parent / "a-file"
         watched.write_text("not a store")
         env["MEM_HOME"] = str(watched)
-    args = list(case.args)
+    args = [episode if arg == "<episode>" else arg for arg in case.args]
     if "<latin1-file>" in args:
         latin1 = home.parent / "notes.md"
         latin1.write_bytes(b"# caf\xe9\n")
