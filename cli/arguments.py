@@ -1,4 +1,4 @@
-"""Arguments that are not UTF-8 text are refused before a command runs.
+"""Arguments that are not UTF-8 text (and a bad output format) are refused before a command runs.
 
 On POSIX, Python hands argv and environment bytes that are not UTF-8 over as "surrogate
 escapes" (`b"\\xff"` becomes `"\\udcff"`). Such a string can name a file, but it cannot be stored:
@@ -35,6 +35,10 @@ def guard_text_parameters(command: Any, path: str) -> None:
         for param in command.params:
             if param.name and (path, param.name) not in FILE_PARAMETERS:
                 refuse_undecodable(ctx, param, ctx.params.get(param.name))
+        if "fmt" in ctx.params:  # a bad --format (or MEM_FORMAT) is refused before, not after, a write
+            from .output import resolve_format
+
+            resolve_format(ctx.params["fmt"])
         return invoke(ctx)
 
     command.invoke = checked_invoke

@@ -71,15 +71,23 @@ def parse_json_object(text: str, what: str) -> dict[str, Any]:
     return checked_depth(value, what)
 
 
-def checked_depth(value: Any, what: str) -> Any:
-    """`value`, if it is not nested deeper than the store can keep (else exit 4 naming `what`)."""
-    from store.errors import InvalidInput
-    from store.ndjson import check_depth
+# Deepest nesting a JSON argument may have: well inside what the store keeps (its encoder stops
+# at 254 levels, and a value sits a few levels down in a record, an event, a journal line).
+MAX_DEPTH = 128
 
-    try:
-        check_depth(value, what)
-    except InvalidInput as exc:
-        invalid_input(exc.message)
+
+def checked_depth(value: Any, what: str) -> Any:
+    """`value`, if it nests no deeper than `MAX_DEPTH` (else exit 4 naming `what`); walked
+    without recursion, as the value can be 1024 levels deep."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= MAX_DEPTH:
+                    invalid_input(f"{what} nests deeper than {MAX_DEPTH} levels")
+                stack.append((child, depth + 1))
     return value
 
 

@@ -43,6 +43,12 @@ class Case:
     stdin: bytes = b""
 
 
+def exported(namespace: str, depth: int) -> bytes:
+    """One line of `mem export`: a key-value record whose value nests `depth` levels."""
+    line = {"namespace": namespace, "kind": "kv", "scope": [], "id": "k", "doc": {"id": "k", "key": "k", "value": 0}}
+    return orjson.dumps(line).replace(b'"value":0', f'"value":{deep_array(depth)}'.encode()) + b"\n"
+
+
 PERSISTENT = ["--retrieval", '{"source_type": "kv", "source_id": "default"}', "--contribution", '{"format": "text"}']
 
 CASES = {
@@ -98,6 +104,12 @@ CASES = {
     "markdown-file-not-utf8": Case(["markdown", "save", "<latin1-file>"], "is not UTF-8 text"),
     "markdown-stdin-not-utf8": Case(["markdown", "save", "-"], "stdin is not UTF-8 text", stdin=b"caf\xe9"),
     "kg-file-missing-not-utf8-name": Case(["kg", "import", b"/nonexistent/\xff"], "cannot read /nonexistent/\\xff"),
+    # -- output format, checked before (not after) the write -----------------------------------
+    "env-format": Case(["set", "k", "v"], "MEM_FORMAT must be one of", env={"MEM_FORMAT": "xml"}),
+    "format-option": Case(["set", "k", "v", "--format", "xml"], "--format must be one of", code=2),
+    # -- export files -------------------------------------------------------------------------
+    "import-empty-namespace": Case(["import", "-"], "line 1: namespace must be", stdin=exported("", 1)),
+    "import-deep-record": Case(["import", "-"], "line 1: the record cannot be stored", stdin=exported("n", 300)),
     # -- JSON nested too deeply ---------------------------------------------------------------
     "deep-json-past-the-parser": Case(["set", "k", deep_array(2000)], "VALUE is nested too deeply"),
     "deep-json-content": Case(["store", deep_array(300)], "CONTENT nests deeper than"),
