@@ -20,7 +20,7 @@ import orjson
 
 from .config import env_choice
 from .embed import DEFAULT, Embedder, check_embedder_name, get_embedder
-from .errors import StoreMismatch
+from .errors import InvalidInput, StoreMismatch
 from .locking import FileLock
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
@@ -28,6 +28,7 @@ from .shard import DESCRIPTOR, Shard
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
 FORMAT = 1
+MAX_NAME = 1024  # as models.MAX_NAME (not imported: pydantic is slow to load)
 CHECKPOINT_MODES = ("background", "inline", "off")
 
 
@@ -102,9 +103,10 @@ class Engine:
     def lock(self, namespace: str) -> FileLock:
         folder = self.namespace_dir(namespace)
         if folder not in self._locks:
+            descriptor = namespace_descriptor(namespace) if namespace != SYSTEM else b""  # checked before mkdir
             ensure_dir(folder)
-            if namespace != SYSTEM and not (folder / "namespace.json").exists():
-                write_atomic(folder / "namespace.json", orjson.dumps({"namespace": namespace}))
+            if descriptor and not (folder / "namespace.json").exists():
+                write_atomic(folder / "namespace.json", descriptor)
             self._locks[folder] = FileLock(folder / "lock")
         return self._locks[folder]
 
@@ -200,3 +202,15 @@ class Engine:
         for shard in self._shards.values():
             shard.close()
         self._shards.clear()
+
+
+def namespace_descriptor(namespace: str) -> bytes:
+    """The namespace.json of `namespace`; `InvalidInput` for a name no namespace may have (empty,
+    over MAX_NAME characters, with NUL, or not UTF-8 text), so that every write path refuses it
+    before a folder is made."""
+    if not isinstance(namespace, str) or not namespace or len(namespace) > MAX_NAME or "\x00" in namespace:
+        raise InvalidInput(f"namespace must be 1 to {MAX_NAME} characters without NUL", {"field": "namespace"})
+    try:
+        return orjson.dumps({"namespace": namespace})
+    except orjson.JSONEncodeError:
+        raise InvalidInput(f"namespace {ascii(namespace)} is not valid UTF-8 text", {"field": "namespace"}) from None

@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from store.errors import InvalidInput
 from store.protocol import Protocol
 from store.service import MemoryService
 
@@ -256,3 +257,33 @@ def test_a_full_disk_over_mcp_is_a_tool_error_that_says_retryable(home, monkeypa
     text, failed_again = asyncio.run(call())
     assert "runtime_error" in text and "No space left on device" in text and "retryable" in text, text
     assert not failed_again
+
+
+# -- the same gates for every front door (MCP and library calls go through the service) --------
+
+
+@pytest.mark.parametrize(
+    "namespace", ["", "a\x00b", "x" * 1025, "bad\udcff"], ids=["empty", "nul", "long", "surrogate"]
+)
+def test_a_namespace_no_store_may_have_is_refused_before_a_folder_is_made(service, home, namespace):
+    writes = [
+        lambda: service.memory_set("k", 1, namespace=namespace),
+        lambda: service.memory_json_save({"a": 1}, namespace=namespace),
+        lambda: service.kg_create_entities([{"name": "n", "entityType": "t", "observations": []}], namespace=namespace),
+        lambda: service.episodic_memory_create("title", namespace=namespace),
+    ]
+    for write in writes:
+        with pytest.raises(InvalidInput, match="namespace"):
+            write()
+    assert not (home / "ns").exists()
+
+
+@pytest.mark.parametrize("value", [orjson.loads(deep_array(254)), "bad\udcff"], ids=["nested-254-deep", "surrogate"])
+def test_a_value_that_cannot_be_stored_is_invalid_input_and_writes_nothing(service, home, value):
+    service.memory_set("seed", 1)
+    before = snapshot(home)
+    with pytest.raises(InvalidInput, match="cannot be stored as JSON"):
+        service.memory_set("k", value)
+    with pytest.raises(InvalidInput, match="cannot be stored as JSON"):
+        service.memory_json_save({"deep": value})
+    assert snapshot(home) == before
