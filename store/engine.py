@@ -20,7 +20,7 @@ import orjson
 
 from .config import env_choice
 from .embed import DEFAULT, Embedder, check_embedder_name, get_embedder
-from .errors import InvalidInput, StoreMismatch
+from .errors import InvalidInput, MemError, StoreMismatch
 from .locking import FileLock
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
@@ -75,10 +75,16 @@ class Engine:
     def recorded_embedder(self) -> dict | None:
         """The embedder the store's vectors were made with (store.json), read once."""
         if self._recorded is None:
+            path = self.home / "store.json"
             try:
-                self._recorded = orjson.loads((self.home / "store.json").read_bytes())
+                recorded = orjson.loads(path.read_bytes())
             except FileNotFoundError:
                 return None
+            except orjson.JSONDecodeError as exc:
+                raise MemError(f"{path}: damaged, not JSON ({exc}); `mem reindex --embedder NAME` rewrites it") from None
+            if not isinstance(recorded, dict) or not isinstance(recorded.get("embedder"), str):
+                raise MemError(f"{path}: damaged, no embedder recorded; `mem reindex --embedder NAME` rewrites it")
+            self._recorded = recorded
         return self._recorded
 
     def record_embedder(self, embedder: Embedder) -> None:

@@ -41,6 +41,7 @@ class Case:
     code: int = 4
     env: dict[str, str | bytes] = field(default_factory=dict)
     config: str | None = None  # written to HOME/config.json before the run
+    store_json: str | None = None  # written over HOME/store.json before the run
     stdin: bytes = b""
 
 
@@ -80,6 +81,8 @@ CASES = {
         ["store", "x", "--tier", "semantic"], "semantic_writers must be a list", config='{"semantic_writers": "lead"}'
     ),
     "config-unreadable": Case(["keys"], "config.json: cannot be read", config="<directory>"),
+    "store-json-damaged": Case(["store", "x"], "store.json: damaged, not JSON", code=1, store_json="{bad"),
+    "store-json-no-embedder": Case(["store", "x"], "store.json: damaged, no embedder", code=1, store_json="[]"),
     # -- environment variables ----------------------------------------------------------------
     "env-negative-limit": Case(["serve-stdio"], "MEM_MAX_LINE_BYTES", env={"MEM_MAX_LINE_BYTES": "-5"}),
     "env-checkpoint-bytes": Case(["set", "k", "v"], "MEM_CHECKPOINT_BYTES", env={"MEM_CHECKPOINT_BYTES": "big"}),
@@ -144,6 +147,8 @@ def prepare(case: Case, home: Path) -> tuple[dict[str, str | bytes], list[str | 
         (home / "config.json").mkdir()
     elif case.config is not None:
         (home / "config.json").write_bytes(case.config.encode("utf-8", "surrogateescape"))
+    if case.store_json is not None:
+        (home / "store.json").write_text(case.store_json)
     env: dict[str, str | bytes] = {**os.environ, **case.env}
     watched = home
     if env.get("MEM_HOME") == "<file>":
