@@ -65,11 +65,13 @@ def store(
         ]
     with progress(f"storing {len(entries)} entries") as update:
         result = state.service.store(scope(namespace, agent, session), entries, update if len(entries) > 1000 else None)
+    single = content != "-"  # one entry from the arguments: its refusal is the one line printed
     for error in result["errors"]:
-        sys.stderr.write(f"mem: error: {error}\n")
+        sys.stderr.write(f"mem: error: {error.removeprefix('entries[0]: ') if single else error}\n")
     if not state.quiet:
         emit([{"key": k, "stored": True} for k in result["stored"]], fmt)
-    note(f"stored {len(result['stored'])} of {len(entries)}")
+    if not (single and result["errors"]):
+        note(f"stored {len(result['stored'])} of {len(entries)}")
     if result["errors"]:
         raise typer.Exit(4)
 
