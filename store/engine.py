@@ -28,6 +28,7 @@ from .shard import DESCRIPTOR, Shard
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
 FORMAT = 1
+REWRITE_STORE_JSON = "`mem reindex --embedder NAME` rewrites it"
 MAX_NAME = 1024  # as models.MAX_NAME (not imported: pydantic is slow to load)
 CHECKPOINT_MODES = ("background", "inline", "off")
 
@@ -81,9 +82,9 @@ class Engine:
             except FileNotFoundError:
                 return None
             except orjson.JSONDecodeError as exc:
-                raise MemError(f"{path}: damaged, not JSON ({exc}); `mem reindex --embedder NAME` rewrites it") from None
+                raise MemError(f"{path}: damaged, not JSON ({exc}); {REWRITE_STORE_JSON}") from None
             if not isinstance(recorded, dict) or not isinstance(recorded.get("embedder"), str):
-                raise MemError(f"{path}: damaged, no embedder recorded; `mem reindex --embedder NAME` rewrites it")
+                raise MemError(f"{path}: damaged, no embedder recorded; {REWRITE_STORE_JSON}")
             self._recorded = recorded
         return self._recorded
 
