@@ -96,6 +96,7 @@ CASES = {
         ["serve-stdio"], "MEM_AUTH_SECRET is not valid UTF-8", env={"MEM_AUTH_SECRET": b"\xff"}
     ),
     "home-is-a-file": Case(["set", "k", "v"], "is a file", env={"MEM_HOME": "<file>"}),
+    "user-home-is-a-file": Case(["set", "k", "v"], "which is a file", env={"HOME": "<file>"}),
     # -- arguments that are not UTF-8 ---------------------------------------------------------
     "value-not-utf8": Case(["set", "k", b"v\xff"], "argument VALUE is not valid UTF-8"),
     "tag-not-utf8": Case(["store", "x", "--tag", b"t\xff"], "--tag is not valid UTF-8: t\\xff"),
@@ -154,10 +155,14 @@ def prepare(case: Case, home: Path) -> tuple[dict[str, str | bytes], list[str | 
         (home / "store.json").write_text(case.store_json)
     env: dict[str, str | bytes] = {**os.environ, **case.env}
     watched = home
-    if env.get("MEM_HOME") == "<file>":
-        watched = home.parent / "a-file"
-        watched.write_text("not a store")
-        env["MEM_HOME"] = str(watched)
+    for variable in ("MEM_HOME", "HOME"):
+        if env.get(variable) == "<file>":  # the variable names a file (MEM_HOME unset: HOME's data dir)
+            watched = home.parent / "a-file"
+            watched.write_text("not a store")
+            env[variable] = str(watched)
+    if "HOME" in case.env:
+        env.pop("MEM_HOME")
+        env.pop("XDG_DATA_HOME", None)
     args = [episode if arg == "<episode>" else arg for arg in case.args]
     if "<latin1-file>" in args:
         latin1 = home.parent / "notes.md"
