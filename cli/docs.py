@@ -4,8 +4,6 @@ No `from __future__ import annotations` here: the groups are made by one factory
 help texts are built at run time, so their annotations must be evaluated eagerly.
 """
 
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -63,7 +61,7 @@ def add_object_commands(app: typer.Typer, kind: str, noun: str, service: Any) ->
     ) -> None:
         """Save and print the record with its new memoryId."""
         method = getattr(service(), f"memory_{kind}_save")
-        show(method(parse_object(body, kind), optional_object(metadata, "--metadata"), namespace=namespace), fmt)
+        show(method(parse_object(body, "BODY"), optional_object(metadata, "--metadata"), namespace=namespace), fmt)
 
     @app.command("update")
     def update(
@@ -73,7 +71,8 @@ def add_object_commands(app: typer.Typer, kind: str, noun: str, service: Any) ->
         fmt: Format = None,
     ) -> None:
         """Replace the object (keeps the memoryId); exit 3 if the ID is unknown."""
-        show(getattr(service(), f"memory_{kind}_update")(memory_id, parse_object(body, kind), namespace=namespace), fmt)
+        update = getattr(service(), f"memory_{kind}_update")
+        show(update(memory_id, parse_object(body, "BODY"), namespace=namespace), fmt)
 
 
 json_app = memory_app("json", "JSON")
@@ -89,12 +88,9 @@ def read_markdown(source: str | None, text: str | None) -> str:
         invalid_input("give a FILE, - for stdin, or --text")
     if text is not None:
         return text
-    if source == "-":
-        return sys.stdin.read()
-    try:
-        return Path(source).read_text(encoding="utf-8")  # type: ignore[arg-type]
-    except OSError as exc:
-        invalid_input(f"cannot read {source}: {exc.strerror}")
+    from .arguments import read_text
+
+    return read_text(source)  # type: ignore[arg-type]
 
 
 @markdown_app.command("save")

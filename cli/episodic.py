@@ -64,7 +64,7 @@ def append(
     fmt: Format = None,
 ) -> None:
     """Append an event; refused (exit 4) if the memory is archived."""
-    value = parse_value(payload)
+    value = parse_value(payload, "--payload")
     event = {"event_type": event_type, "emitting_agent_id": agent, "team_id": team, "tags": tag or [],
              "payload": value if isinstance(value, dict) else payload}  # fmt: skip
     result = state.service.episodic_memory_append_event(memory_id, event, namespace=namespace)

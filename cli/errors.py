@@ -36,12 +36,14 @@ def report(exc: BaseException) -> int:
     """Print `exc` as `mem: error: ...` and return its exit code."""
     from store.errors import MemError
 
+    from .arguments import shown
+
     if os.environ.get("MEM_DEBUG"):
         traceback.print_exception(exc)
     if isinstance(exc, (CliError, MemError)):
         code, message = exc.exit_code, exc.message
     elif isinstance(exc, OSError):
-        code, message = 1, f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
+        code, message = 1, f"{exc.strerror or exc} ({shown(str(exc.filename))})" if exc.filename else str(exc)
     else:
         code, message = 1, f"{type(exc).__name__}: {exc} (MEM_DEBUG=1 shows the traceback)"
     sys.stderr.write(f"mem: error: {message}\n")

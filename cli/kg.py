@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from .context import state
-from .errors import invalid_input
 from .options import Format, ListLimit, Namespace, Offset
 from .output import emit, show
 
@@ -141,8 +138,7 @@ def import_(
     fmt: Format = None,
 ) -> None:
     """Import an MCP memory server file (memory.jsonl): entities and relations."""
-    try:
-        lines = sys.stdin.read().splitlines() if path == "-" else Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        invalid_input(f"cannot read {path}: {exc.strerror}")
+    from .arguments import read_text
+
+    lines = read_text(path).splitlines()
     show(state.service.kg_import(lines, namespace=namespace), fmt)

@@ -21,7 +21,7 @@ def set_value(
     fmt: Format = None,
 ) -> None:
     """Store VALUE under KEY (memory_set)."""
-    record = state.service.memory_set(key, parse_value(value), namespace=namespace)
+    record = state.service.memory_set(key, parse_value(value, "VALUE"), namespace=namespace)
     acknowledge(record, fmt)
 
 

@@ -102,7 +102,7 @@ def root(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No informational output.")] = False,
     redact: Annotated[
-        bool, typer.Option("--redact", envvar="MEM_REDACT", help="Mask secret-shaped strings before storing.")
+        bool, typer.Option("--redact", help="Mask secret-shaped strings before storing (env MEM_REDACT=1).")
     ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
@@ -126,6 +126,8 @@ def build(name: str) -> Any:
 
     import typer.main
 
+    from .arguments import guard_text_parameters
+
     module, attribute = COMMANDS[name]
     target = getattr(import_module(f"{__package__}.{module}"), attribute)
     if not isinstance(target, typer.Typer):
@@ -135,6 +137,7 @@ def build(name: str) -> Any:
     target._add_completion = False  # completion options belong to the root command only
     command = typer.main.get_command(target)
     command.name = name
+    guard_text_parameters(command, name)
     return command
 
 

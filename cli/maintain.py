@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from .arguments import shown
 from .context import state
 from .errors import CliError, invalid_input
 from .options import Fields, Format, fields_list
@@ -45,7 +46,7 @@ def import_(
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
-        invalid_input(f"cannot read {source}: {exc.strerror}")
+        invalid_input(f"cannot read {shown(source)}: {exc.strerror}")
     with progress("importing") as update:
         lines = data.splitlines()
         update(0, len(lines))

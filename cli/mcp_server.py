@@ -76,7 +76,7 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult
 
-    from store.errors import MemError
+    from store.errors import MemError, os_failure
 
     from .mcp_outputs import output_model
 
@@ -88,6 +88,9 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except MemError as exc:  # per-entry reasons (a refused memory_store) follow, one a line
             reasons = [f"\n{r}" for r in exc.detail.get("errors", []) if isinstance(r, str)]
             raise ToolError(f"{exc.code}: {exc.message}{''.join(reasons)}") from None
+        except OSError as exc:  # a full disk: the message says whether to try again
+            failure = os_failure(exc)
+            raise ToolError(f"{failure.code}: {failure.message}") from None
 
     returns = Annotated[CallToolResult, output_model(fn.__name__)]
     wrapper.__signature__ = inspect.signature(fn, eval_str=True).replace(return_annotation=returns)  # type: ignore[attr-defined]

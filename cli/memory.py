@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated
 
@@ -51,7 +50,7 @@ def store(
     if content == "-":
         entries = read_ndjson(sys.stdin)
     else:
-        value = parse_value(content)
+        value = parse_value(content, "CONTENT")
         entry_key = parse_key(key or []) or {"hash": content_hash(content)}
         entries = [
             {
@@ -66,13 +65,15 @@ def store(
         ]
     with progress(f"storing {len(entries)} entries") as update:
         result = state.service.store(scope(namespace, agent, session), entries, update if len(entries) > 1000 else None)
+    single = content != "-"  # one entry from the arguments: its refusal is the one line printed
     for error in result["errors"]:
-        sys.stderr.write(f"mem: error: {error}\n")
+        sys.stderr.write(f"mem: error: {error.removeprefix('entries[0]: ') if single else error}\n")
     if not state.quiet:
         emit([{"key": k, "stored": True} for k in result["stored"]], fmt)
     for warning in result.get("warnings", []):
         sys.stderr.write(f"mem: warning: {warning}\n")
-    note(f"stored {len(result['stored'])} of {len(entries)}")
+    if not (single and result["errors"]):
+        note(f"stored {len(result['stored'])} of {len(entries)}")
     if result["errors"]:
         raise typer.Exit(5 if any(": memory_full: " in e for e in result["errors"]) else 4)
 
@@ -82,7 +83,9 @@ def content_hash(content: str) -> str:
     that no hash of a secret is stored)."""
     import hashlib
 
-    if os.environ.get("MEM_REDACT", "").lower() in ("1", "true", "yes"):
+    from store.config import env_flag
+
+    if env_flag("MEM_REDACT"):
         from store.redact import redact_text
 
         content = redact_text(content)

@@ -46,14 +46,17 @@ def fields_list(fields: str | None) -> list[str] | None:
     return [f.strip() for f in fields.split(",") if f.strip()] if fields else None
 
 
-def parse_value(text: str) -> Any:
-    """JSON when it parses, else the text itself."""
+def parse_value(text: str, what: str) -> Any:
+    """JSON when it parses, else the text itself; JSON nested too deep to store is refused."""
     import orjson
 
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc):  # JSON all right, but deeper than the parser goes
+            invalid_input(f"{what} is nested too deeply: {exc}")
         return text
+    return checked_depth(value, what)
 
 
 def parse_json_object(text: str, what: str) -> dict[str, Any]:
@@ -65,6 +68,26 @@ def parse_json_object(text: str, what: str) -> dict[str, Any]:
         invalid_input(f"{what} is not valid JSON: {exc}")
     if not isinstance(value, dict):
         invalid_input(f"{what} must be a JSON object")
+    return checked_depth(value, what)
+
+
+# Deepest nesting a JSON argument may have: well inside what the store keeps (its encoder stops
+# at 254 levels, and a value sits a few levels down in a record, an event, a journal line).
+MAX_DEPTH = 128
+
+
+def checked_depth(value: Any, what: str) -> Any:
+    """`value`, if it nests no deeper than `MAX_DEPTH` (else exit 4 naming `what`); walked
+    without recursion, as the value can be 1024 levels deep."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= MAX_DEPTH:
+                    invalid_input(f"{what} nests deeper than {MAX_DEPTH} levels")
+                stack.append((child, depth + 1))
     return value
 
 

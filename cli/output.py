@@ -18,12 +18,15 @@ CELL_WIDTH = 60
 
 
 def resolve_format(fmt: str | None) -> str:
-    fmt = fmt or os.environ.get("MEM_FORMAT") or ("table" if sys.stdout.isatty() else "ndjson")
-    if fmt not in FORMATS:
-        from .errors import usage_error
+    """The output format: --format, else MEM_FORMAT, else table on a terminal and NDJSON otherwise."""
+    from .errors import invalid_input, usage_error
 
-        usage_error(f"--format must be one of {', '.join(FORMATS)}")
-    return fmt
+    if fmt is not None and fmt not in FORMATS:
+        usage_error(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    env = os.environ.get("MEM_FORMAT")
+    if fmt is None and env and env not in FORMATS:
+        invalid_input(f"MEM_FORMAT must be one of {', '.join(FORMATS)}, not {env!r}")
+    return fmt or env or ("table" if sys.stdout.isatty() else "ndjson")
 
 
 def pick(records: Sequence[dict[str, Any]], fields: Sequence[str] | None) -> list[dict[str, Any]]:

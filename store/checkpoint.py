@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from . import clock
+from .config import env_number
 from .journal import Journal
 from .locking import FileLock
 from .paths import fsync_dir
@@ -32,7 +33,7 @@ from .shard import SEG, WAL, Shard, listing
 # A checkpoint rewrites the shard (O(n)), so it runs when the journals reach a share of the
 # checkpoint's size: amortised O(1) a write. Every reader replays the journals (~50 us an entry),
 # which bounds how far they may grow before a one-shot CLI command feels it.
-MIN_JOURNAL_BYTES = int(os.environ.get("MEM_CHECKPOINT_BYTES", 1 << 20))
+MIN_JOURNAL_BYTES = env_number("MEM_CHECKPOINT_BYTES", 1 << 20)
 JOURNAL_SHARE = 0.1
 
 

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
-# MEM_CLOCK_OFFSET lets tests that spawn `mem` move its clock too.
-_offset = float(os.environ.get("MEM_CLOCK_OFFSET", "0") or 0)
+
+def env_offset() -> float:
+    """MEM_CLOCK_OFFSET (seconds) lets tests that spawn `mem` move its clock too."""
+    text = os.environ.get("MEM_CLOCK_OFFSET", "").strip()
+    try:
+        offset = float(text or 0)
+    except ValueError:
+        offset = math.nan
+    if not math.isfinite(offset):
+        from .errors import InvalidInput
+
+        raise InvalidInput(f"MEM_CLOCK_OFFSET must be a number of seconds, not {text!r}")
+    return offset
+
+
+_offset = env_offset()
 
 
 def now() -> float:

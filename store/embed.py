@@ -21,6 +21,8 @@ from typing import Protocol
 
 import numpy as np
 
+from .errors import InvalidInput
+
 MODELS = Path(__file__).parent / "models"
 DEFAULT = "static"
 
@@ -174,14 +176,20 @@ def _verify_sha256(path: Path, expected: str) -> None:
 @cache
 def get_embedder(name: str) -> Embedder:
     """The embedder called `name` (loaded once per process)."""
+    check_embedder_name(name)
     if name == "static":
         return StaticEmbedder()
     if name == "minilm":
         return MiniLMEmbedder()
-    if name.startswith("hash"):
-        dim = int(name.partition(":")[2] or 64)
-        return HashEmbedder(dim)
-    raise ValueError(f"unknown embedder {name!r} (choose static, minilm or hash)")
+    return HashEmbedder(int(name.partition(":")[2] or 64))
+
+
+def check_embedder_name(name: str) -> None:
+    """Refuse a name no embedder has (cheap: nothing is loaded)."""
+    kind, _, dim = name.partition(":")
+    if name in ("static", "minilm", "hash") or (kind == "hash" and dim.isdigit() and int(dim) > 0):
+        return
+    raise InvalidInput(f"unknown embedder {name!r} (--embedder, MEM_EMBEDDER: static, minilm, hash or hash:DIM)")
 
 
 def encode_vectors(vectors: np.ndarray) -> list[str]:

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from .embed import DEFAULT, Embedder, get_embedder
-from .errors import StoreMismatch
+from .config import env_choice
+from .embed import DEFAULT, Embedder, check_embedder_name, get_embedder
+from .errors import InvalidInput, MemError, StoreMismatch
 from .locking import FileLock
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
@@ -27,13 +28,18 @@ from .shard import DESCRIPTOR, Shard
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
 FORMAT = 1
+REWRITE_STORE_JSON = "`mem reindex --embedder NAME` rewrites it"
+MAX_NAME = 1024  # as models.MAX_NAME (not imported: pydantic is slow to load)
+CHECKPOINT_MODES = ("background", "inline", "off")
 
 
 class Engine:
     def __init__(self, home: Path, embedder: str | None = None, checkpoints: str | None = None) -> None:
         self.home = home
         self.wanted_embedder = embedder or os.environ.get("MEM_EMBEDDER") or None
-        self.checkpoints = checkpoints or os.environ.get("MEM_CHECKPOINTS", "background")
+        if self.wanted_embedder:
+            check_embedder_name(self.wanted_embedder)
+        self.checkpoints = checkpoints or env_choice("MEM_CHECKPOINTS", CHECKPOINT_MODES, "background")
         self._shards: dict[Path, Shard] = {}
         self._locks: dict[Path, FileLock] = {}
         self._embedder: Embedder | None = None
@@ -70,10 +76,16 @@ class Engine:
     def recorded_embedder(self) -> dict | None:
         """The embedder the store's vectors were made with (store.json), read once."""
         if self._recorded is None:
+            path = self.home / "store.json"
             try:
-                self._recorded = orjson.loads((self.home / "store.json").read_bytes())
+                recorded = orjson.loads(path.read_bytes())
             except FileNotFoundError:
                 return None
+            except orjson.JSONDecodeError as exc:
+                raise MemError(f"{path}: damaged, not JSON ({exc}); {REWRITE_STORE_JSON}") from None
+            if not isinstance(recorded, dict) or not isinstance(recorded.get("embedder"), str):
+                raise MemError(f"{path}: damaged, no embedder recorded; {REWRITE_STORE_JSON}")
+            self._recorded = recorded
         return self._recorded
 
     def record_embedder(self, embedder: Embedder) -> None:
@@ -98,9 +110,10 @@ class Engine:
     def lock(self, namespace: str) -> FileLock:
         folder = self.namespace_dir(namespace)
         if folder not in self._locks:
+            descriptor = namespace_descriptor(namespace) if namespace != SYSTEM else b""  # checked before mkdir
             ensure_dir(folder)
-            if namespace != SYSTEM and not (folder / "namespace.json").exists():
-                write_atomic(folder / "namespace.json", orjson.dumps({"namespace": namespace}))
+            if descriptor and not (folder / "namespace.json").exists():
+                write_atomic(folder / "namespace.json", descriptor)
             self._locks[folder] = FileLock(folder / "lock")
         return self._locks[folder]
 
@@ -196,3 +209,15 @@ class Engine:
         for shard in self._shards.values():
             shard.close()
         self._shards.clear()
+
+
+def namespace_descriptor(namespace: str) -> bytes:
+    """The namespace.json of `namespace`; `InvalidInput` for a name no namespace may have (empty,
+    over MAX_NAME characters, with NUL, or not UTF-8 text), so that every write path refuses it
+    before a folder is made."""
+    if not isinstance(namespace, str) or not namespace or len(namespace) > MAX_NAME or "\x00" in namespace:
+        raise InvalidInput(f"namespace must be 1 to {MAX_NAME} characters without NUL", {"field": "namespace"})
+    try:
+        return orjson.dumps({"namespace": namespace})
+    except orjson.JSONEncodeError:
+        raise InvalidInput(f"namespace {ascii(namespace)} is not valid UTF-8 text", {"field": "namespace"}) from None

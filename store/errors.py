@@ -6,8 +6,14 @@ message and an exit code, `serve-mcp` into a tool error. Nothing else needs to k
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 from typing import Any
+
+# OS errors that pass with time or a freed resource: the same request may succeed if sent again.
+TRANSIENT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+)
 
 
 class MemError(Exception):
@@ -76,14 +82,14 @@ def refuse_unknown(given: Iterable[str], known: Iterable[str], what: str) -> Non
     unknown = [name for name in given if name not in allowed]
     if not unknown:
         return
-    named = ", ".join(f"{name!r}{_did_you_mean(name, allowed)}" for name in unknown)
+    named = ", ".join(f"{name!r}{did_you_mean(name, allowed)}" for name in unknown)
     plural = "s" if len(unknown) > 1 else ""
     raise InvalidInput(
         f"unknown {what}{plural} {named}; expected: {', '.join(allowed)}", {"unknown": unknown, "allowed": allowed}
     )
 
 
-def _did_you_mean(name: str, allowed: list[str]) -> str:
+def did_you_mean(name: str, allowed: list[str]) -> str:
     """` (did you mean 'x'?)` for the valid name closest to `name`, or nothing."""
     import difflib
 
@@ -93,3 +99,12 @@ def _did_you_mean(name: str, allowed: list[str]) -> str:
     same = [a for a in allowed if squash(a) == squash(name)]
     close = same or difflib.get_close_matches(name, allowed, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
+def os_failure(exc: OSError) -> MemError:
+    """An `OSError` met while serving a request, as a store error to send back: `runtime_error`,
+    `retryable` when its cause passes (a full disk or quota, too many open files, no memory).
+    The message says so too, for front doors (MCP) that have no retryable flag."""
+    failure = MemError(f"storage error: {exc.strerror or exc}")
+    if exc.errno in TRANSIENT_ERRNOS:
+        failure.retryable = True
+        failure.message += " (retryable: the request can be sent again once the condition clears)"
+    return failure

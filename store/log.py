@@ -19,6 +19,7 @@ def logger(name: str) -> Any:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("mem: %(levelname)s: %(message)s"))
         root.addHandler(handler)
-        root.setLevel(os.environ.get("MEM_LOG", "WARNING").upper())
+        level = os.environ.get("MEM_LOG", "").strip().upper()
+        root.setLevel(level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING")
         root.propagate = False
     return logging.getLogger(f"mem.{name}")

@@ -11,6 +11,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from .errors import InvalidInput
+
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -23,6 +25,16 @@ def default_home() -> Path:
     from platformdirs import user_data_path
 
     return user_data_path("mem", appauthor=False)
+
+
+def check_home(home: Path) -> None:
+    """Refuse a store directory that is a file, or lies under one, before anything is created."""
+    for path in (home, *home.parents):
+        if path.exists():
+            if not path.is_dir():
+                where = "is a file" if path == home else f"is under {path}, which is a file"
+                raise InvalidInput(f"store directory {home} {where} (set --home or MEM_HOME to a directory)")
+            return
 
 
 def digest(*parts: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from .errors import InvalidInput, MemError, Unauthorized
+from .errors import InvalidInput, MemError, Unauthorized, os_failure
 from .log import logger
 from .messages import (
     REQUESTS,
@@ -69,6 +69,10 @@ class Protocol:
             return self._dispatch(data, req_id)
         except MemError as exc:
             return error(req_id, exc.code, exc.message, exc.detail, exc.retryable)
+        except OSError as exc:  # the disk, not the request: a full disk or quota can pass
+            logger("protocol").warning("request %s failed: %s", req_id, exc)
+            failure = os_failure(exc)
+            return error(req_id, failure.code, failure.message, failure.detail, failure.retryable)
         except Exception as exc:  # a bug must cost one error reply, never the connection
             logger("protocol").exception("request %s failed", req_id)
             return error(req_id, "runtime_error", f"internal error: {type(exc).__name__}: {exc}")

@@ -104,7 +104,7 @@ class Collection:
         for doc in docs:
             if self.engine.redact:  # before anything is stored or embedded; ids and keys are kept
                 doc = {k: v if k in KEPT else redact(v) for k, v in doc.items()}
-            size = len(orjson.dumps(doc))
+            size = serialised_size(doc)
             if size > MAX_RECORD_BYTES:
                 raise InvalidInput(f"record is {size} bytes, over the {MAX_RECORD_BYTES}-byte limit")
             recs.append({"id": doc["id"], "doc": doc, "size": size})
@@ -113,3 +113,13 @@ class Collection:
             for rec, vec in zip(recs, vectors, strict=True):
                 rec["vec"] = vec
         return recs
+
+
+def serialised_size(doc: Doc) -> int:
+    """The bytes of `doc` as JSON; `InvalidInput` if it nests too deeply to be stored. The doc is
+    measured three levels down, as deep as a journal line holds it, so that a record that passes
+    here cannot fail later, under the lock, when its line is written."""
+    try:
+        return len(orjson.dumps([[[doc]]])) - 6
+    except orjson.JSONEncodeError as exc:
+        raise InvalidInput(f"the record cannot be stored as JSON: {exc}") from None

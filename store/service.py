@@ -17,7 +17,7 @@ from .documents import DocumentTools
 from .engine import Engine
 from .episodes import EpisodeTools
 from .graph import GraphTools
-from .paths import default_home
+from .paths import check_home, default_home
 from .persistent import PersistentTools
 
 
@@ -28,6 +28,7 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
 
     def __init__(self, home: Path | str | None = None, embedder: str | None = None, checkpoints: str | None = None):
         self.home = Path(home) if home else default_home()
+        check_home(self.home)
         self.engine = Engine(self.home, embedder, checkpoints)
         self.config = load_config(self.home)
         self.engine.redact = self.config.base.redact

@@ -21,12 +21,12 @@ from typing import Any
 import orjson
 
 from . import clock
-from .a2e import A2E, Session, public
+from .a2e import A2E, Session, check_name, public
 from .engine import Engine
 from .errors import InvalidInput
 from .kinds import A2E_TIERS, schema_of
 from .ndjson import objects
-from .records import Collection
+from .records import Collection, serialised_size
 
 Record = dict[str, Any]
 
@@ -81,9 +81,20 @@ def _write(
 
 
 def _parse(lines: Iterable[bytes | str]) -> Iterator[Record]:
+    """Every record, each checked (names, nesting) before the import writes anything."""
     for number, record in objects(lines):
         if not {"namespace", "kind", "scope", "doc"} <= record.keys():
             raise InvalidInput(f"line {number}: expected namespace, kind, scope and doc")
         if record["kind"] == "working" or not isinstance(record["doc"], dict) or "id" not in record["doc"]:
             raise InvalidInput(f"line {number}: not an exported record")
+        scope = record["scope"]
+        if not isinstance(scope, list):
+            raise InvalidInput(f"line {number}: scope must be a list of names")
+        names = [(record["namespace"], "namespace"), (record["kind"], "kind"), *[(s, "scope") for s in scope]]
+        for name, what in names:
+            check_name(name, f"line {number}: {what}")
+        try:
+            serialised_size(record["doc"])  # a record too deep to store is refused before any write
+        except InvalidInput as exc:
+            raise InvalidInput(f"line {number}: {exc.message}") from None
         yield record

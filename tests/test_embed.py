@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from store.embed import MiniLMEmbedder, StaticEmbedder, get_embedder
+from store.errors import InvalidInput
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = ["The user prefers concise Python code", "We adopted a greyhound from the shelter", "", "🙂", "word " * 700]
@@ -45,7 +46,7 @@ def test_hash_embedder_is_deterministic_and_named_by_dimension():
     assert np.array_equal(get_embedder("hash").embed(TEXTS), get_embedder("hash").embed(TEXTS))
     assert get_embedder("hash").name == "hash" and get_embedder("hash:32").dim == 32
     assert get_embedder("hash:32").name == "hash:32"
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidInput):
         get_embedder("word2vec")
 
 
