@@ -124,17 +124,28 @@ class Protocol:
         self.session_ids.append(session.memory_id)
         return {"memory_id": session.memory_id, "namespace": msg.namespace, "success": True}
 
+    def _session(self, memory_id: str) -> Any:
+        """The session `memory_id`, if this connection may use it: with a secret, only sessions
+        of the agent the token vouches for (a `mem init -a B` id is no key to B's tiers)."""
+        session = self.service.session(memory_id)
+        if self.auth_secret and session.agent != self.agent_id:
+            raise Unauthorized(
+                f"memory_id {memory_id!r} belongs to another agent: this connection is authenticated as "
+                f"{self.agent_id!r}"
+            )
+        return session
+
     def _memory_store_req(self, msg: StoreRequest) -> dict[str, Any]:
-        session = self.service.session(msg.memory_id)
+        session = self._session(msg.memory_id)
         return self.service.store(session, msg.entries)
 
     def _memory_retrieve_req(self, msg: RetrieveRequest) -> dict[str, Any]:
-        session = self.service.session(msg.memory_id)
+        session = self._session(msg.memory_id)
         fields = msg.model_dump(include={"keys", "query", "tags", "tier", "limit", "min_score"})
         return self.service.retrieve(session, **fields)
 
     def _memory_forget_req(self, msg: ForgetRequest) -> dict[str, Any]:
-        session = self.service.session(msg.memory_id)
+        session = self._session(msg.memory_id)
         fields = msg.model_dump(include={"keys", "tags", "tier"})
         return {"deleted": self.service.forget(session, **fields)}
 
