@@ -453,11 +453,15 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         tier: Annotated[
             Literal["working", "episodic", "semantic"], Desc(description="Tier to delete from (default episodic).")
         ] = "episodic",
+        all: Annotated[
+            bool, Desc(description="Delete every entry of the tier (instead of keys/tags; never implied).")
+        ] = False,
         namespace: NS = None,
         agent: AGENT = None,
     ) -> Any:
-        """Delete A2E entries of a tier by keys and/or tags (with neither, the whole tier in scope)."""
-        deleted = s.forget(t.session(namespace, agent), keys=keys or [], tags=tags or [], tier=tier)
+        """Delete A2E entries of a tier by keys and/or tags; `all` empties the tier (a call with
+        none of them deletes nothing and fails)."""
+        deleted = s.forget(t.session(namespace, agent), keys=keys or [], tags=tags or [], tier=tier, everything=all)
         return result({"deleted": deleted}, f"deleted {deleted}")
 
 

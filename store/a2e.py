@@ -322,9 +322,13 @@ class A2E:
         keys: Sequence[dict[str, Any] | str] = (),
         tags: Sequence[str] = (),
         tier: str = "episodic",
+        everything: bool = False,
     ) -> int:
-        """Delete the entries of `tier` matching the keys and tags (all of them if neither)."""
+        """Delete the entries of `tier` matching the keys and tags. Emptying a whole tier takes
+        `everything` (the wire's `all: true`, the CLI's --all): without keys, tags or it, nothing
+        is deleted and the request is refused, so that a bare forget can never wipe a tier."""
         _known_tier(tier)
+        _check_forget_scope(keys, tags, everything)
         if tier == "semantic":
             self._check_semantic_writer(session, self.config.for_namespace(session.namespace))
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
@@ -380,6 +384,18 @@ def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
         "path": part.path,
         "filters": filters,
     }
+
+
+def _check_forget_scope(keys: Sequence[Any], tags: Sequence[str], everything: bool) -> None:
+    if everything and (keys or tags):
+        raise InvalidInput(
+            "forget: `all` deletes the whole tier and cannot be combined with keys or tags", {"field": "all"}
+        )
+    if not everything and not keys and not tags:
+        raise InvalidInput(
+            "forget needs keys or tags, or `all: true` (CLI --all) to empty the whole tier: nothing was deleted",
+            {"field": "all"},
+        )
 
 
 def _known_tier(tier: Any) -> str:

@@ -147,7 +147,7 @@ class Protocol:
     def _memory_forget_req(self, msg: ForgetRequest) -> dict[str, Any]:
         session = self._session(msg.memory_id)
         fields = msg.model_dump(include={"keys", "tags", "tier"})
-        return {"deleted": self.service.forget(session, **fields)}
+        return {"deleted": self.service.forget(session, **fields, everything=msg.all)}
 
     def close(self) -> None:
         """The connection ended: its sessions' working tiers go with it."""

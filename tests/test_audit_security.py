@@ -139,3 +139,98 @@ def test_semantic_writers_cannot_be_bypassed_with_a_writers_session(home):
     svc = MemoryService(home)
     assert svc.retrieve(svc.scope("team", "lead"), tier="semantic")["total"] == 0
     svc.close()
+
+
+# -- 8: a forget deletes nothing unless asked ----------------------------------------------------
+
+
+def stored_tiers(home: Path) -> dict[str, int]:
+    svc = MemoryService(home)
+    try:
+        scope = svc.scope("ns", "agent-a")
+        return {tier: svc.retrieve(scope, tier=tier)["total"] for tier in ("episodic", "semantic")}
+    finally:
+        svc.close()
+
+
+def test_a_bare_forget_on_the_wire_deletes_nothing_and_names_the_all_extension(home):
+    with Stdio("agent-a") as a:
+        mid = a.init()
+        entries = [entry("e", "episodic note"), entry("s", "shared fact", tier="semantic")]
+        assert len(a.call("memory/store/req", memory_id=mid, entries=entries)["stored"]) == 2
+        for fields in ({}, {"tier": "semantic"}, {"tier": "episodic", "keys": [], "tags": []}):
+            reply = a.call("memory/forget/req", memory_id=mid, **fields)  # what the SDK's bare forget() sends
+            assert reply["type"] == "error" and reply["code"] == "schema_violation", reply
+            assert "all" in reply["message"] and "nothing was deleted" in reply["message"]
+        assert stored_tiers(home) == {"episodic": 1, "semantic": 1}
+        mixed = a.call("memory/forget/req", memory_id=mid, keys=[{"k": "e"}], all=True)
+        assert mixed["type"] == "error" and mixed["code"] == "schema_violation", mixed
+        assert a.call("memory/forget/req", memory_id=mid, all="yes")["code"] == "schema_violation"
+        assert stored_tiers(home) == {"episodic": 1, "semantic": 1}
+        # the explicit extension empties the addressed tier, and only that one
+        assert a.call("memory/forget/req", memory_id=mid, tier="semantic", all=True)["deleted"] == 1
+        assert stored_tiers(home) == {"episodic": 1, "semantic": 0}
+
+
+def test_mem_forget_without_key_tag_or_all_exits_4(home):
+    base = ["-n", "ns", "-a", "agent-a"]
+    assert mem("store", *base, "--key", "k=e", "episodic note").returncode == 0
+    assert mem("store", *base, "--key", "k=s", "--tier", "semantic", "shared fact").returncode == 0
+    for tier in ("episodic", "semantic"):
+        r = mem("forget", *base, "--tier", tier)
+        assert r.returncode == 4, r
+        err = r.stderr.decode()
+        assert err.count("\n") == 1 and err.startswith("mem: error:") and "--all" in err, err
+    assert stored_tiers(home) == {"episodic": 1, "semantic": 1}
+    r = mem("forget", *base, "--tier", "semantic", "--all", "-f", "ndjson")
+    assert r.returncode == 0 and orjson.loads(r.stdout) == {"deleted": 1}, r
+    assert stored_tiers(home) == {"episodic": 1, "semantic": 0}
+
+
+# -- MCP ------------------------------------------------------------------------------------------
+
+
+def mcp_run(home: Path, args: list[str], calls: list[tuple[str, dict[str, Any]]], env: dict[str, str] | None = None):
+    """Start `mem serve-mcp ARGS` with the official MCP client, make `calls` in order, and return
+    each result as (is_error, text, structured content)."""
+    import asyncio
+
+    pytest.importorskip("mcp.server.mcpserver")
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cli.main", "serve-mcp", *args],
+        env={**os.environ, **(env or {})},
+        cwd=str(ROOT),
+    )
+
+    async def run() -> list[tuple[bool, str, Any]]:
+        out = []
+        async with Client(params) as client:
+            for name, arguments in calls:
+                r = await client.call_tool(name, arguments)
+                out.append((bool(r.is_error), r.content[0].text, r.structured_content))
+        return out
+
+    return asyncio.run(run())
+
+
+def test_mcp_forget_needs_keys_tags_or_all(home):
+    svc = MemoryService(home)
+    svc.store(svc.scope("ns", "agent-a"), [entry("e", "episodic note"), entry("s", "fact", tier="semantic")])
+    svc.close()
+    results = mcp_run(
+        home,
+        ["-n", "ns", "-a", "agent-a"],
+        [
+            ("memory_forget", {}),
+            ("memory_forget", {"tier": "semantic"}),
+            ("memory_forget", {"tier": "semantic", "tags": ["x"], "all": True}),
+            ("memory_forget", {"tier": "semantic", "all": True}),
+        ],
+    )
+    for is_error, text, _ in results[:3]:
+        assert is_error and "schema_violation" in text and "all" in text, text
+    assert results[3] == (False, "deleted 1", {"deleted": 1})
+    assert stored_tiers(home) == {"episodic": 1, "semantic": 0}
