@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import clock
 from .documents import newest_first, page
-from .errors import Conflict, InvalidInput
+from .errors import Conflict, InvalidInput, Unauthorized
 from .lexical import terms
 from .records import Collection, Doc
 from .render import as_text, fill, render
@@ -161,8 +161,11 @@ class PersistentTools:
         context: dict[str, Any] | None = None,
         query: str | None = None,
         namespace: str = "default",
+        agent: str | None = None,
     ) -> Doc:
-        """Run the configuration's retrieval and render its contribution."""
+        """Run the configuration's retrieval and render its contribution. `agent`: the caller's
+        agent when it is authenticated; a `vectordb` source then sees only that agent's episodic
+        tier (and the semantic tier), and a configuration naming another agent is refused."""
         config = self.persistent_memory_get(memory_id, namespace)
         if config["status"] == "disabled":
             raise Conflict(f"persistent memory {memory_id!r} is disabled")
@@ -171,7 +174,7 @@ class PersistentTools:
             raise InvalidInput("keywords must be a list of strings")
         text = _query(config, keywords, action, context or {}, query)
         retrieval, contribution = config["retrieval"], config["contribution"]
-        items, line = SOURCES[retrieval["source_type"]](self, retrieval, text, namespace)
+        items, line = SOURCES[retrieval["source_type"]](self, retrieval, text, namespace, agent)
         rendered, tokens, truncated = render(
             items, contribution["format"], contribution["template"], line, config["label"], contribution["max_tokens"]
         )
@@ -183,16 +186,21 @@ class PersistentTools:
 
     # -- sources ----------------------------------------------------------------------------
 
-    def _from_vectordb(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
+    def _from_vectordb(self, retrieval: Doc, text: str, namespace: str, caller: str | None) -> tuple[list[Doc], Any]:
         f = retrieval["filters"]
+        agent = f.get("agent")
+        if caller is not None and agent not in (None, caller):
+            raise Unauthorized(
+                f"this persistent memory reads agent {agent!r}'s episodic tier; the caller is {caller!r}"
+            )
         entries = self.a2e.search_namespace(  # type: ignore[attr-defined]
-            retrieval["source_id"], text, tier=f.get("tier", ""), agent=f.get("agent"),
+            retrieval["source_id"], text, tier=f.get("tier", ""), agent=caller or agent,
             tags=f.get("tags") or [], limit=retrieval["limit"], min_score=f.get("min_score", 0.0),
         )  # fmt: skip
         items = [{k: e[k] for k in ("key", "content", "tier", "tags", "relevance")} for e in entries]
         return items, lambda item: as_text(item["content"])
 
-    def _from_kv(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
+    def _from_kv(self, retrieval: Doc, text: str, namespace: str, caller: str | None) -> tuple[list[Doc], Any]:
         wanted = set(terms(text))
         scored = []
         for doc in Collection(self.engine, retrieval["source_id"], "kv").all():
@@ -203,7 +211,7 @@ class PersistentTools:
         items = [{"key": d["key"], "value": d["value"], "matches": h} for h, _, d in scored[: retrieval["limit"]]]
         return items, lambda item: f"{item['key']}: {as_text(item['value'])}"
 
-    def _from_eventlog(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
+    def _from_eventlog(self, retrieval: Doc, text: str, namespace: str, caller: str | None) -> tuple[list[Doc], Any]:
         events = self.episodic_memory_query_events(  # type: ignore[attr-defined]
             memory_id=retrieval["source_id"], namespace=namespace, **_event_filters(retrieval["filters"])
         )
@@ -218,7 +226,7 @@ class PersistentTools:
             lambda e: f"[{e['timestamp']}] {e['event_type']} by {e['emitting_agent_id']}: {as_text(e['payload'])}",
         )
 
-    def _from_kg(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
+    def _from_kg(self, retrieval: Doc, text: str, namespace: str, caller: str | None) -> tuple[list[Doc], Any]:
         if not text.strip():
             graph = self.kg_read_graph(limit=retrieval["limit"], namespace=retrieval["source_id"])  # type: ignore[attr-defined]
         else:

@@ -42,6 +42,7 @@ class Stdio:
     """One `mem serve-stdio` process: send a request line, read its response line."""
 
     def __init__(self, agent: str, secret: str | None = SECRET, token: str | None = None) -> None:
+        """`token`: the auth_token to present (default: the right one, and the handshake must pass)."""
         env = {**os.environ, **({"MEM_AUTH_SECRET": secret} if secret else {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "serve-stdio"],
@@ -52,10 +53,10 @@ class Stdio:
             stderr=subprocess.DEVNULL,
         )
         self.n = 0
+        good = auth_token(secret, agent) if secret else ""
+        self.handshake = self.call("handshake/req", agent_id=agent, auth_token=good if token is None else token)
         if token is None:
-            token = auth_token(secret, agent) if secret else ""
-        hs = self.call("handshake/req", agent_id=agent, auth_token=token)
-        assert hs["type"] == "handshake/resp", hs
+            assert self.handshake["type"] == "handshake/resp" and self.handshake["ok"], self.handshake
 
     def call(self, kind: str, **fields: Any) -> dict[str, Any]:
         self.n += 1
@@ -234,3 +235,75 @@ def test_mcp_forget_needs_keys_tags_or_all(home):
         assert is_error and "schema_violation" in text and "all" in text, text
     assert results[3] == (False, "deleted 1", {"deleted": 1})
     assert stored_tiers(home) == {"episodic": 1, "semantic": 0}
+
+
+# -- 7: the MCP trust model, and no silent switch-off of auth -----------------------------------
+
+
+def two_agents(home: Path) -> None:
+    """A's and B's episodic notes, a shared fact, and persistent memories reading them."""
+    svc = MemoryService(home)
+    svc.store(svc.scope("ns", "agent-a"), [entry("a", "A note zebra"), entry("f", "fact zebra", tier="semantic")])
+    svc.store(svc.scope("ns", "agent-b"), [entry("b", "B secret zebra")])
+    source = {"source_type": "vectordb", "source_id": "ns", "limit": 50}
+    contribution = {"format": "text"}
+    svc.persistent_memory_create("everyone", source, contribution, id="pm-all", namespace="ns")
+    named_b = {**source, "filters": {"agent": "agent-b"}}
+    svc.persistent_memory_create("b only", named_b, contribution, id="pm-b", namespace="ns")
+    svc.close()
+
+
+FOREIGN_AGENT_CALLS = [
+    ("memory_retrieve", {"agent": "agent-b"}),
+    ("memory_retrieve", {"agent": "agent-b", "tier": "episodic", "query": "zebra"}),
+    ("memory_store", {"agent": "agent-b", "entries": [entry("b", "overwritten")]}),
+    ("memory_forget", {"agent": "agent-b", "all": True}),
+    ("memory_forget", {"agent": "agent-b", "keys": [{"k": "b"}]}),
+]
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["read-write", "read-only"])
+def test_mcp_with_a_secret_acts_as_its_agent_only(home, read_only):
+    two_agents(home)
+    calls = [c for c in FOREIGN_AGENT_CALLS if not read_only or c[0] == "memory_retrieve"]
+    calls += [
+        ("memory_retrieve", {"agent": "agent-a", "query": "zebra"}),
+        ("memory_retrieve", {"query": "zebra"}),
+        ("persistent_memory_retrieve", {"memory_id": "pm-all", "query": "zebra"}),
+        ("persistent_memory_retrieve", {"memory_id": "pm-b", "query": "zebra"}),
+    ]
+    args = ["-n", "ns", "-a", "agent-a", *(["--read-only"] if read_only else [])]
+    results = mcp_run(home, args, calls, env={"MEM_AUTH_SECRET": SECRET})
+    *refused, own_named, own, pm_all, pm_b = results
+    for (is_error, text, _), call in zip(refused, calls, strict=False):
+        assert is_error and "unauthorized" in text and "B secret" not in text, (call, text)
+    for is_error, text, found in (own_named, own):
+        assert not is_error, text
+        assert sorted(e["content"] for e in found["entries"]) == ["A note zebra", "fact zebra"]
+    assert not pm_all[0] and "B secret" not in pm_all[1] and "A note zebra" in pm_all[1], pm_all
+    assert sorted(i["content"] for i in pm_all[2]["items"]) == ["A note zebra", "fact zebra"]
+    assert pm_b[0] and "unauthorized" in pm_b[1] and "B secret" not in pm_b[1], pm_b
+    assert b_episodic(home) == ["B secret zebra"]
+
+
+def test_mcp_without_a_secret_accepts_any_agent_name(home):
+    two_agents(home)
+    results = mcp_run(
+        home,
+        ["-n", "ns", "-a", "agent-a", "--read-only"],
+        [("memory_retrieve", {"agent": "agent-b", "tier": "episodic"})],
+    )
+    assert results[0][0] is False and [e["content"] for e in results[0][2]["entries"]] == ["B secret zebra"]
+
+
+def test_an_empty_auth_secret_option_is_a_usage_error(home):
+    for env in ({"MEM_AUTH_SECRET": SECRET}, {}):
+        r = mem("serve-stdio", "--auth-secret", "", env=env, input=b"")
+        assert r.returncode == 2, r
+        err = r.stderr.decode()
+        assert err.count("\n") == 1 and "--auth-secret" in err and r.stdout == b"", err
+    # and the secret from the environment is enforced when the option is left out
+    with Stdio("agent-a", token="not-the-token") as s:
+        assert s.handshake["type"] == "error" or s.handshake["ok"] is False, s.handshake
+        reply = s.call("memory/init/req", namespace="ns", scope={})
+        assert reply["type"] == "error" and reply["code"] == "unauthorized"
