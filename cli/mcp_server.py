@@ -575,6 +575,7 @@ def build_server(service: Any, namespace: str, agent: str, read_only: bool, fixe
 
 
 def main(service: Any, namespace: str, agent: str, read_only: bool, fixed_agent: bool = False) -> None:
+    service.engine.read_only = read_only  # not even the embedder record or exit checkpoints
     try:
         build_server(service, namespace, agent, read_only, fixed_agent).run("stdio")
     finally:

@@ -19,7 +19,7 @@ import numpy as np
 import orjson
 
 from .embed import DEFAULT, Embedder, get_embedder
-from .errors import StoreMismatch
+from .errors import StoreMismatch, Unauthorized
 from .locking import FileLock
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
@@ -40,6 +40,7 @@ class Engine:
         self._recorded: dict | None = None
         self._descriptors: dict[Path, dict] = {}
         self.redact = False  # mask secret-shaped strings in records (set from the config)
+        self.read_only = False  # `serve-mcp --read-only`: create and change no file at all
 
     # -- embedder ---------------------------------------------------------------------------
 
@@ -84,7 +85,7 @@ class Engine:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         embedder = self.embedder
-        if self.recorded_embedder() is None:
+        if self.recorded_embedder() is None and not self.read_only:
             self.record_embedder(embedder)
         return embedder.embed(texts)
 
@@ -96,6 +97,9 @@ class Engine:
         return self.home / "ns" / digest(namespace)
 
     def lock(self, namespace: str) -> FileLock:
+        """The namespace's write lock (every write takes it, so a read-only engine refuses it)."""
+        if self.read_only:
+            raise Unauthorized("this store is open read-only: nothing may be written")
         folder = self.namespace_dir(namespace)
         if folder not in self._locks:
             ensure_dir(folder)
@@ -186,8 +190,9 @@ class Engine:
 
     def shutdown(self) -> None:
         """A server's clean exit: start checkpoints for the shards whose journals hold more than
-        an eighth of the threshold (the next process then replays less), then close."""
-        for shard in list(self._shards.values()):
+        an eighth of the threshold (the next process then replays less), then close. A
+        read-only engine leaves every file as it found it."""
+        for shard in list(self._shards.values()) if not self.read_only else []:
             self.after_write(shard, share=1 / 8)
         self.close()
 

@@ -307,3 +307,68 @@ def test_an_empty_auth_secret_option_is_a_usage_error(home):
         assert s.handshake["type"] == "error" or s.handshake["ok"] is False, s.handshake
         reply = s.call("memory/init/req", namespace="ns", scope={})
         assert reply["type"] == "error" and reply["code"] == "unauthorized"
+
+
+# -- 10: limits without holes ---------------------------------------------------------------------
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under `root` with its size, mtime (ns) and mode: what a writer would change."""
+    if not root.exists():
+        return {}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_mode)
+        for p in [root, *root.rglob("*")]
+    }
+
+
+READ_ONLY_CALLS = [
+    ("memory_get", {"key": "theme"}),
+    ("memory_get", {"key": "theme", "namespace": "never-written"}),
+    ("memory_json_list", {}),
+    ("memory_todo_list", {"namespace": "never-written"}),
+    ("memory_markdown_list", {}),
+    ("episodic_memory_list", {}),
+    ("episodic_memory_get", {"memoryId": "ep_missing"}),
+    ("episodic_memory_query_events", {"swarmId": "swarm"}),
+    ("episodic_memory_get_event_types", {"swarmId": "swarm"}),
+    ("persistent_memory_get", {"memory_id": "pm-all"}),
+    ("persistent_memory_list", {}),
+    ("persistent_memory_retrieve", {"memory_id": "pm-all", "query": "zebra"}),
+    ("memory_retrieve", {"query": "zebra"}),
+    ("memory_retrieve", {"query": "anything", "namespace": "never-written", "tier": "working"}),
+    ("read_graph", {}),
+    ("search_nodes", {"query": "zebra"}),
+    ("open_nodes", {"names": ["Alice"]}),
+]
+
+
+@pytest.mark.parametrize("populated", [True, False], ids=["populated", "empty-store"])
+def test_a_read_only_mcp_server_creates_or_changes_no_file(home, populated):
+    if populated:
+        two_agents(home)
+        svc = MemoryService(home)
+        svc.memory_set("theme", "dark", namespace="ns")
+        svc.kg_create_entities([{"name": "Alice", "entityType": "person", "observations": ["zebra"]}], namespace="ns")
+        svc.close()
+    before = snapshot(home)
+    # checkpoints as eager as they get: a server that folded journals at exit would show here
+    env = {"MEM_CHECKPOINTS": "inline", "MEM_CHECKPOINT_BYTES": "1"}
+    results = mcp_run(home, ["-n", "ns", "-a", "agent-a", "--read-only"], READ_ONLY_CALLS, env=env)
+    assert sum(not is_error for is_error, _, _ in results) >= (10 if populated else 5), results
+    assert snapshot(home) == before
+
+
+def test_export_to_a_file_is_readable_by_its_owner_only(home, tmp_path):
+    svc = MemoryService(home)
+    svc.memory_set("secret", "the dump holds this", namespace="ns")
+    svc.close()
+    fresh, existing = tmp_path / "fresh.ndjson", tmp_path / "existing.ndjson"
+    existing.write_bytes(b"old")
+    existing.chmod(0o644)
+    for path in (fresh, existing):
+        r = mem("export", "-o", str(path), env={"MEM_CHECKPOINTS": "off"})
+        assert r.returncode == 0, r
+        assert path.stat().st_mode & 0o777 == 0o600, oct(path.stat().st_mode)
+        assert b"the dump holds this" in path.read_bytes()
+    assert mem("export", "-o", os.devnull).returncode == 0  # a device is written, not chmod'ed
