@@ -13,6 +13,7 @@ Shards are opened once per process and kept; each use refreshes them from disk.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,9 @@ class Engine:
         self._descriptors: dict[Path, dict] = {}
         self.redact = False  # mask secret-shaped strings in records (set from the config)
         self.read_only = False  # `serve-mcp --read-only`: create and change no file at all
+        # (namespace, records added, bytes grown) -> raises memory_full; set by MemoryService
+        self.check_room: Callable[[str, int, int], None] | None = None
+        self.written: set[Path] = set()  # shard folders of records written since the limits looked
 
     # -- embedder ---------------------------------------------------------------------------
 
@@ -157,14 +161,27 @@ class Engine:
         if folder in self._shards:
             shard = self._shards[folder]
         else:
-            descriptor = self.descriptor(folder)
-            if descriptor is None:
-                raise FileNotFoundError(folder / DESCRIPTOR)
-            schema = SCHEMAS[descriptor["schema"]]
-            dim = self.dim if schema.indexed else 0
-            shard = self._shards[folder] = Shard(folder, schema, dim, descriptor)
+            shard = self._shards[folder] = self._new_shard(folder)
         shard.refresh()
         return shard
+
+    def cached_shard(self, folder: Path) -> Shard | None:
+        """The shard of `folder` if this process has it open (not refreshed)."""
+        return self._shards.get(folder)
+
+    def load_folder(self, folder: Path) -> Shard:
+        """A shard read from `folder` but not kept: the caller closes it."""
+        shard = self._new_shard(folder)
+        shard.refresh()
+        return shard
+
+    def _new_shard(self, folder: Path) -> Shard:
+        descriptor = self.descriptor(folder)
+        if descriptor is None:
+            raise FileNotFoundError(folder / DESCRIPTOR)
+        schema = SCHEMAS[descriptor["schema"]]
+        dim = self.dim if schema.indexed else 0
+        return Shard(folder, schema, dim, descriptor)
 
     # -- checkpoints ------------------------------------------------------------------------
 

@@ -41,9 +41,11 @@ def mem(*args: str, env: dict[str, str] | None = None, input: bytes | None = Non
 class Stdio:
     """One `mem serve-stdio` process: send a request line, read its response line."""
 
-    def __init__(self, agent: str, secret: str | None = SECRET, token: str | None = None) -> None:
+    def __init__(
+        self, agent: str, secret: str | None = SECRET, token: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         """`token`: the auth_token to present (default: the right one, and the handshake must pass)."""
-        env = {**os.environ, **({"MEM_AUTH_SECRET": secret} if secret else {})}
+        env = {**os.environ, **({"MEM_AUTH_SECRET": secret} if secret else {}), **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "serve-stdio"],
             cwd=ROOT,
@@ -372,3 +374,93 @@ def test_export_to_a_file_is_readable_by_its_owner_only(home, tmp_path):
         assert path.stat().st_mode & 0o777 == 0o600, oct(path.stat().st_mode)
         assert b"the dump holds this" in path.read_bytes()
     assert mem("export", "-o", os.devnull).returncode == 0  # a device is written, not chmod'ed
+
+
+def test_the_entry_size_limit_counts_the_key(home):
+    big_key = {"k": "x" * 300_000}  # content tiny, key over the 256 KiB limit
+    with Stdio("agent-a") as a:
+        mid = a.init()
+        reply = a.call("memory/store/req", memory_id=mid, entries=[{**entry("", "tiny"), "key": big_key}])
+        assert reply["type"] == "memory/store/resp" and reply["stored"] == [], reply
+        assert "key and content" in reply["errors"][0] and "262144-byte limit" in reply["errors"][0]
+        assert a.call("memory/retrieve/req", memory_id=mid)["total"] == 0
+    line = orjson.dumps({**entry("", "tiny"), "key": big_key}) + b"\n"
+    r = mem("store", "-", input=line)
+    assert r.returncode == 4 and b"262144-byte limit" in r.stderr, r
+
+
+def test_codebolt_records_count_toward_the_namespace_limits(home):
+    env = {"MEM_MAX_ENTRIES": "3"}
+    assert mem("set", "-n", "ns", "theme", "dark", env=env).returncode == 0
+    assert mem("json", "save", "-n", "ns", '{"a": 1}', env=env).returncode == 0
+    assert mem("set", "-n", "ns", "theme", "light", env=env).returncode == 0  # an update adds nothing
+    assert mem("kg", "create", "-n", "ns", "-t", "person", "Alice", env=env).returncode == 0  # the third record
+    for args in (("set", "-n", "ns", "other", "v"), ("todo", "save", "-n", "ns", '{"title": "t"}')):
+        r = mem(*args, env=env)
+        assert r.returncode == 5 and b"is full" in r.stderr, (args, r)
+    assert mem("set", "-n", "elsewhere", "other", "v", env=env).returncode == 0  # the limit is per namespace
+    # A2E entries and codebolt records share the limit
+    with Stdio("agent-a", secret=None, env=env) as a:
+        reply = a.call("memory/store/req", memory_id=a.init(), entries=[entry("y", "one too many")])
+        assert reply["type"] == "error" and reply["code"] == "memory_full", reply
+
+
+def test_a_long_lived_server_counts_its_records_and_frees_room_on_delete(home):
+    save = ("memory_json_save", {"json": {"n": 1}})
+    results = mcp_run(home, ["-n", "ns"], [save, save, save, save], env={"MEM_MAX_ENTRIES": "3"})
+    assert [r[0] for r in results] == [False, False, False, True] and "memory_full" in results[3][1], results
+    first = results[0][2]["memoryId"]
+    results = mcp_run(
+        home,
+        ["-n", "ns"],
+        [save, ("memory_json_delete", {"memoryId": first}), save, save, ("episodic_memory_create", {"title": "t"})],
+        env={"MEM_MAX_ENTRIES": "3"},
+    )
+    assert [r[0] for r in results] == [True, False, False, True, True], results
+    assert all("memory_full" in r[1] for r in results if r[0]), results
+    big = {"MEM_MAX_BYTES": "5000"}
+    results = mcp_run(home, ["-n", "bytes"], [("memory_set", {"key": "k", "value": "v" * 6000})], env=big)
+    assert results[0][0] and "memory_full" in results[0][1], results
+
+
+BAD_NAMESPACES = ["\u0000system", "x" * 5000, "nul\u0000inside", ""]
+
+
+def test_codebolt_tools_check_namespaces_like_the_entry_path(home):
+    calls = []
+    for namespace in BAD_NAMESPACES:
+        calls += [
+            ("memory_set", {"key": "k", "value": "v", "namespace": namespace}),
+            ("memory_get", {"key": "k", "namespace": namespace}),
+            ("memory_json_save", {"json": {"a": 1}, "namespace": namespace}),
+            ("episodic_memory_create", {"title": "t", "namespace": namespace}),
+            (
+                "create_entities",
+                {"entities": [{"name": "A", "entityType": "t", "observations": []}], "namespace": namespace},
+            ),
+            ("memory_retrieve", {"namespace": namespace}),
+        ]
+    results = mcp_run(home, ["-n", "ns"], calls)
+    for (is_error, text, _), call in zip(results, calls, strict=True):
+        if call[1]["namespace"] == "":  # empty means the server's --namespace
+            assert not is_error or "memory_not_found" in text, (call[0], text)
+            continue
+        assert is_error and "schema_violation" in text and "namespace" in text, (call[0], text)
+    assert not (home / "system").exists()  # the reserved namespace was never written
+    svc = MemoryService(home)
+    try:
+        assert [name for name, _ in svc.engine.namespaces()] == ["ns"]
+    finally:
+        svc.close()
+    r = mem("set", "-n", "y" * 5000, "k", "v")
+    assert r.returncode == 4 and r.stderr.decode().count("\n") == 1, r
+
+
+@pytest.mark.parametrize("source_type", ["vectordb", "kv", "kg"])
+def test_a_persistent_memory_cannot_read_the_reserved_namespace(service, source_type):
+    from store.errors import InvalidInput
+
+    retrieval = {"source_type": source_type, "source_id": "\u0000system"}
+    service.persistent_memory_create("sys", retrieval, {"format": "json"}, id="pm-sys")
+    with pytest.raises(InvalidInput, match="namespace"):
+        service.persistent_memory_retrieve("pm-sys", query="anything")
