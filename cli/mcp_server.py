@@ -54,10 +54,15 @@ class Tools:
     def session(self, namespace: str | None, agent: str | None) -> Any:
         """One A2E session per (namespace, agent) for this connection: its working tier lives as
         long as the server process."""
+        from store.a2e import SESSIONS_PER_CONNECTION
+
         key = (self.ns(namespace), self.agent_for(agent))
-        if key not in self.sessions:
-            self.sessions[key] = self.service.init(*key)
-        return self.sessions[key]
+        session = self.sessions.pop(key, None) or self.service.init(*key)
+        self.sessions[key] = session  # most recently used last
+        if len(self.sessions) > SESSIONS_PER_CONNECTION:  # one per namespace named: bounded
+            oldest = next(iter(self.sessions))
+            self.service.close_session(self.sessions.pop(oldest).memory_id)
+        return session
 
 
 def result(value: Any, summary: str) -> Any:

@@ -33,6 +33,7 @@ from .shard import Shard
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
 JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
+SESSIONS_PER_CONNECTION = 256  # past it, memory/init closes the connection's least recently used session
 USAGE_RECHECK = 1.0  # seconds a codebolt shard's record count is trusted without looking again
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from .a2e import SESSIONS_PER_CONNECTION
 from .errors import InvalidInput, MemError, Unauthorized
 from .log import logger
 from .messages import (
@@ -122,12 +123,18 @@ class Protocol:
         agent = agent or self.agent_id or "default"
         session = self.service.init(msg.namespace, agent)
         self.session_ids.append(session.memory_id)
+        if len(self.session_ids) > SESSIONS_PER_CONNECTION:  # A2E has no close: bound what a connection holds
+            with contextlib.suppress(MemError):
+                self.service.close_session(self.session_ids.pop(0))
         return {"memory_id": session.memory_id, "namespace": msg.namespace, "success": True}
 
     def _session(self, memory_id: str) -> Any:
         """The session `memory_id`, if this connection may use it: with a secret, only sessions
         of the agent the token vouches for (a `mem init -a B` id is no key to B's tiers)."""
         session = self.service.session(memory_id)
+        if memory_id in self.session_ids:  # most recently used last: eviction takes the first
+            self.session_ids.remove(memory_id)
+            self.session_ids.append(memory_id)
         if self.auth_secret and session.agent != self.agent_id:
             raise Unauthorized(
                 f"memory_id {memory_id!r} belongs to another agent: this connection is authenticated as "

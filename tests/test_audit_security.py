@@ -25,6 +25,7 @@ from store.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "audit-s3cret"
+CAP = 256  # sessions a connection (or an MCP server) holds at most: store.a2e.SESSIONS_PER_CONNECTION
 
 
 def mem(*args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
@@ -464,3 +465,47 @@ def test_a_persistent_memory_cannot_read_the_reserved_namespace(service, source_
     service.persistent_memory_create("sys", retrieval, {"format": "json"}, id="pm-sys")
     with pytest.raises(InvalidInput, match="namespace"):
         service.persistent_memory_retrieve("pm-sys", query="anything")
+
+
+def test_a_connection_holds_a_bounded_number_of_sessions(home):
+    with Stdio("agent-a", secret=None) as a:
+        kept, dropped = a.init(), a.init()
+        assert a.call("memory/store/req", memory_id=kept, entries=[entry("w", "scratch", tier="working")])["stored"]
+        for i in range(CAP + 40):
+            a.init(f"ns{i % 7}")
+            if i % 50 == 0:  # used now and then: the least recently used sessions go first
+                assert a.call("memory/retrieve/req", memory_id=kept, tier="working")["total"] == 1
+        gone = a.call("memory/retrieve/req", memory_id=dropped)
+        assert gone["type"] == "error" and gone["code"] == "memory_not_found", gone
+        assert a.call("memory/retrieve/req", memory_id=kept, tier="working")["total"] == 1
+    # and what the process holds stays bounded however many inits come
+    from store.protocol import Protocol
+
+    svc = MemoryService(home)
+    proto = Protocol(svc)
+    for i in range(3 * CAP):
+        reply = proto.handle(orjson.dumps({"type": "memory/init/req", "id": f"i{i}", "namespace": "ns"}))
+        assert reply["type"] == "memory/init/resp", reply
+    assert len(proto.session_ids) == CAP and len(svc.a2e.sessions) == CAP
+    proto.close()
+    assert svc.a2e.sessions == {}
+    svc.close()
+
+
+def test_an_mcp_server_holds_a_bounded_number_of_sessions(service):
+    from cli.mcp_server import Tools
+
+    tools = Tools(service, "ns", "agent-a")
+    first = tools.session(None, None)
+    for i in range(3 * CAP):
+        tools.session(f"ns{i}", None)
+        if i % 50 == 0:
+            assert tools.session(None, None) is first  # in use: kept
+    assert len(tools.sessions) == CAP and len(service.a2e.sessions) == CAP
+    assert tools.session(None, None) is first
+
+
+def test_the_session_cap_is_the_documented_one():
+    from store.a2e import SESSIONS_PER_CONNECTION
+
+    assert SESSIONS_PER_CONNECTION == CAP
