@@ -509,3 +509,18 @@ def test_the_session_cap_is_the_documented_one():
     from store.a2e import SESSIONS_PER_CONNECTION
 
     assert SESSIONS_PER_CONNECTION == CAP
+
+
+def test_import_checks_namespaces_and_agents_like_the_entry_path(home, tmp_path):
+    doc = {"id": '{"k":"x"}', "key": {"k": "x"}, "content": "c", "tier": "episodic", "tags": [], "source": "",
+           "score": 1.0, "ttl": 0, "created_at": 1.0, "updated_at": 1.0, "expires_at": None}  # fmt: skip
+    for namespace, kind, scope in (
+        ("\u0000system", "kv", []),
+        ("\u0000system", "semantic", []),
+        ("ns", "episodic", ["a" * 5000]),
+        ("ns", "episodic", ["nul\u0000agent"]),
+    ):
+        line = orjson.dumps({"namespace": namespace, "kind": kind, "scope": scope, "id": doc["id"], "doc": doc})
+        r = mem("import", "-", input=line + b"\n")
+        assert r.returncode == 4 and b"must be 1 to 1024 characters" in r.stderr, (namespace, kind, r)
+    assert not (home / "system").exists() and not (home / "ns").exists()
