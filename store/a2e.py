@@ -7,12 +7,9 @@ so storing an existing key in the same scope updates it, keeping `created_at`.
 
 from __future__ import annotations
 
-import os
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,12 +26,12 @@ from .redact import redact
 from .schemas import entry_text
 from .search import FUSION, Candidates, Filters, search
 from .shard import Shard
+from .usage import UsageCounter
 
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
 JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
 SESSIONS_PER_CONNECTION = 256  # past it, memory/init closes the connection's least recently used session
-USAGE_RECHECK = 1.0  # seconds a codebolt shard's record count is trusted without looking again
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 
 
@@ -70,8 +67,7 @@ class A2E:
         self.engine = engine
         self.config = config
         self.sessions: dict[str, Session] = {}
-        self._usage_cache: dict[Path, tuple[tuple, tuple[int, int], float]] = {}
-        self._folders: dict[Path, tuple[int, float, list[tuple[Path, bool]]]] = {}
+        self.counter = UsageCounter(engine)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -261,64 +257,9 @@ class A2E:
 
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
         """Live records and bytes of a namespace: every tier and every codebolt collection, plus
-        this process's working tiers."""
-        count = size = 0
-        tick = time.monotonic()
-        while self.engine.written:  # this process's own writes are counted at once
-            self._usage_cache.pop(self.engine.written.pop(), None)
-        for path, entries in self._shard_paths(self.engine.namespace_dir(namespace), tick):
-            if entries:  # entries expire: counted as of `now`
-                c, b = self.engine.open_folder(path).usage(now)
-            else:
-                c, b = self._records_usage(path, now, tick)
-            count, size = count + c, size + b
-        for session in self.sessions.values():
-            if session.namespace == namespace and session.working is not None:
-                c, b = session.working.usage(now)
-                count, size = count + c, size + b
-        return count, size
-
-    def _shard_paths(self, folder: Path, tick: float) -> list[tuple[Path, bool]]:
-        """(folder, holds A2E entries?) of every shard of a namespace folder; listed again when
-        the folder changes (a new shard) or after `USAGE_RECHECK` seconds."""
-        try:
-            mtime = os.stat(folder).st_mtime_ns
-        except FileNotFoundError:
-            return []
-        cached = self._folders.get(folder)
-        if cached is not None and cached[0] == mtime and tick - cached[1] < USAGE_RECHECK:
-            return cached[2]
-        found, complete = [], True
-        for path in _subfolders(folder):
-            descriptor = self.engine.descriptor(path)
-            if descriptor is None:  # being created: list again next time
-                complete = False
-                continue
-            found.append((path, descriptor.get("schema") == "entries"))
-        self._folders[folder] = (mtime if complete else -1, tick, found)
-        return found
-
-    def _records_usage(self, path: Path, now: float, tick: float) -> tuple[int, int]:
-        """Records and bytes of a codebolt shard. Records never expire, so the figures hold until
-        the shard changes: a namespace with thousands of episodic logs is not reread (nor held
-        open) at every write. A shard is looked at again when this process wrote to it, else
-        after `USAGE_RECHECK` seconds (from then on another process's writes count)."""
-        cached = self._usage_cache.get(path)
-        if cached is not None and tick - cached[2] < USAGE_RECHECK:
-            return cached[1]
-        stamp = _files_stamp(path)
-        shard = self.engine.cached_shard(path)
-        if shard is not None:
-            shard.refresh()
-            usage = shard.usage(now)
-        elif cached is not None and cached[0] == stamp:
-            usage = cached[1]
-        else:
-            loaded = self.engine.load_folder(path)  # read once, not kept: no file stays open
-            usage = loaded.usage(now)
-            loaded.close()
-        self._usage_cache[path] = (stamp, usage, tick)
-        return usage
+        this process's working tiers (see `usage.py`)."""
+        working = [s.working for s in self.sessions.values() if s.namespace == namespace and s.working]
+        return self.counter.count(namespace, now, working)
 
     def _entry_folders(self, folder: Any) -> list[tuple[dict, Any]]:
         if not folder.exists():
@@ -407,28 +348,6 @@ class A2E:
             if doomed:
                 shard.append({"op": "del", "ids": doomed})
         return len(doomed)
-
-
-def _subfolders(folder: Path) -> list[Path]:
-    try:
-        with os.scandir(folder) as entries:
-            return [Path(e.path) for e in entries if e.is_dir()]
-    except FileNotFoundError:
-        return []
-
-
-def _files_stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
-    """What changes whenever a shard's content does: its checkpoints and journals, their sizes
-    and modification times."""
-    stamp = []
-    try:
-        with os.scandir(folder) as entries:
-            for e in entries:
-                st = e.stat()
-                stamp.append((e.name, st.st_size, st.st_mtime_ns))
-    except FileNotFoundError:
-        return ()
-    return tuple(sorted(stamp))
 
 
 def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:

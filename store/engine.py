@@ -165,9 +165,9 @@ class Engine:
         shard.refresh()
         return shard
 
-    def cached_shard(self, folder: Path) -> Shard | None:
-        """The shard of `folder` if this process has it open (not refreshed)."""
-        return self._shards.get(folder)
+    def open_shards(self) -> list[tuple[Path, Shard]]:
+        """(folder, shard) of the shards this process holds open (not refreshed)."""
+        return list(self._shards.items())
 
     def load_folder(self, folder: Path) -> Shard:
         """A shard read from `folder` but not kept: the caller closes it."""

@@ -524,3 +524,33 @@ def test_import_checks_namespaces_and_agents_like_the_entry_path(home, tmp_path)
         r = mem("import", "-", input=line + b"\n")
         assert r.returncode == 4 and b"must be 1 to 1024 characters" in r.stderr, (namespace, kind, r)
     assert not (home / "system").exists() and not (home / "ns").exists()
+
+
+def test_record_counts_stay_exact_across_processes_with_the_usage_cache(home, monkeypatch):
+    svc = MemoryService(home)
+    logs = [svc.episodic_memory_create(f"log {i}", namespace="ns")["memoryId"] for i in range(10)]
+    event = {"event_type": "note", "emitting_agent_id": "a", "payload": "p"}
+    for log in logs:
+        svc.episodic_memory_append_event(log, event, namespace="ns")
+    count = svc.a2e.usage("ns", 0)[0]
+    assert count == 20  # 10 logs and their 10 events
+    svc.close()
+    env = {"MEM_MAX_ENTRIES": str(count + 2)}
+    appended = [
+        mem("episodic", "append", "-n", "ns", log, "-e", "note", "-a", "a", "-p", "p", env=env).returncode
+        for log in logs[:4]
+    ]
+    assert appended == [0, 0, 5, 5], appended  # exactly two more fit, whichever process wrote them
+    assert (home / "ns").exists() and list((home / "ns").glob("*/usage.json"))  # the cache was used
+    # a long-lived process sees another process's writes once it looks again
+    import store.usage
+
+    monkeypatch.setattr(store.usage, "RECHECK", 0.0)
+    reader, writer = MemoryService(home), MemoryService(home)
+    assert reader.a2e.usage("ns", 0)[0] == count + 2
+    writer.episodic_memory_append_event(logs[5], event, namespace="ns")  # past the limit here: no limit set
+    assert reader.a2e.usage("ns", 0)[0] == count + 3
+    writer.memory_json_delete(writer.memory_json_save({"a": 1}, namespace="ns")["memoryId"], namespace="ns")
+    assert reader.a2e.usage("ns", 0)[0] == count + 3
+    reader.close()
+    writer.close()
