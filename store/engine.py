@@ -4,6 +4,7 @@
     HOME/config.json                limits and policies (optional, see `config.py`)
     HOME/ns/<digest>/namespace.json the namespace's real name
     HOME/ns/<digest>/lock           one lock for every write in the namespace
+    HOME/ns/<digest>/usage.json     a cache of its shards' record counts (see `usage.py`)
     HOME/ns/<digest>/<digest>/      a shard (see `shard.py`), named by the digest of its scope
     HOME/system/...                 the registry of CLI sessions
 
