@@ -135,7 +135,7 @@ class Protocol:
         if memory_id in self.session_ids:  # most recently used last: eviction takes the first
             self.session_ids.remove(memory_id)
             self.session_ids.append(memory_id)
-        if self.auth_secret and session.agent != self.agent_id:
+        if self.auth_secret and session.agent != (self.agent_id or "default"):  # as memory/init names it
             raise Unauthorized(
                 f"memory_id {memory_id!r} belongs to another agent: this connection is authenticated as "
                 f"{self.agent_id!r}"
