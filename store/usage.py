@@ -85,6 +85,11 @@ class UsageCounter:
                 complete = False
                 continue
             found.append((path, descriptor.get("schema") == "entries"))
+        if cached is not None:  # shards came or went (a namespace deleted?): look at each again
+            for path, _ in cached[2]:
+                if path in self._figures:
+                    stamp, usage, _ = self._figures[path]
+                    self._figures[path] = (stamp, usage, float("-inf"))
         self._folders[folder] = (mtime if complete else -1, tick, found)
         return found
 

@@ -554,3 +554,20 @@ def test_record_counts_stay_exact_across_processes_with_the_usage_cache(home, mo
     assert reader.a2e.usage("ns", 0)[0] == count + 3
     reader.close()
     writer.close()
+
+
+def test_a_deleted_namespace_starts_again_from_zero(service, monkeypatch):
+    monkeypatch.setenv("MEM_MAX_ENTRIES", "2")
+    limited = MemoryService(service.home)
+    for key in ("a", "b"):
+        limited.memory_set(key, "v", namespace="ns")
+    from store.errors import MemoryFull
+
+    with pytest.raises(MemoryFull):
+        limited.memory_set("c", "v", namespace="ns")
+    limited.delete_namespace("ns")
+    service.memory_set("x", "v", namespace="ns")  # another process (no limit) writes the same shard
+    limited.memory_set("y", "v", namespace="ns")  # two records now: within the limit
+    with pytest.raises(MemoryFull):
+        limited.memory_set("z", "v", namespace="ns")
+    limited.close()
