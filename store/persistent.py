@@ -174,7 +174,9 @@ class PersistentTools:
             raise InvalidInput("keywords must be a list of strings")
         text = _query(config, keywords, action, context or {}, query)
         retrieval, contribution = config["retrieval"], config["contribution"]
-        items, line = SOURCES[retrieval["source_type"]](self, retrieval, text, namespace, agent)
+        if agent is not None and retrieval["source_type"] == "vectordb":
+            retrieval = _as_agent(retrieval, agent)
+        items, line = SOURCES[retrieval["source_type"]](self, retrieval, text, namespace)
         rendered, tokens, truncated = render(
             items, contribution["format"], contribution["template"], line, config["label"], contribution["max_tokens"]
         )
@@ -186,21 +188,16 @@ class PersistentTools:
 
     # -- sources ----------------------------------------------------------------------------
 
-    def _from_vectordb(self, retrieval: Doc, text: str, namespace: str, caller: str | None) -> tuple[list[Doc], Any]:
+    def _from_vectordb(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
         f = retrieval["filters"]
-        agent = f.get("agent")
-        if caller is not None and agent not in (None, caller):
-            raise Unauthorized(
-                f"this persistent memory reads agent {agent!r}'s episodic tier; the caller is {caller!r}"
-            )
         entries = self.a2e.search_namespace(  # type: ignore[attr-defined]
-            retrieval["source_id"], text, tier=f.get("tier", ""), agent=caller or agent,
+            retrieval["source_id"], text, tier=f.get("tier", ""), agent=f.get("agent"),
             tags=f.get("tags") or [], limit=retrieval["limit"], min_score=f.get("min_score", 0.0),
         )  # fmt: skip
         items = [{k: e[k] for k in ("key", "content", "tier", "tags", "relevance")} for e in entries]
         return items, lambda item: as_text(item["content"])
 
-    def _from_kv(self, retrieval: Doc, text: str, namespace: str, caller: str | None) -> tuple[list[Doc], Any]:
+    def _from_kv(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
         wanted = set(terms(text))
         scored = []
         for doc in Collection(self.engine, retrieval["source_id"], "kv").all():
@@ -211,7 +208,7 @@ class PersistentTools:
         items = [{"key": d["key"], "value": d["value"], "matches": h} for h, _, d in scored[: retrieval["limit"]]]
         return items, lambda item: f"{item['key']}: {as_text(item['value'])}"
 
-    def _from_eventlog(self, retrieval: Doc, text: str, namespace: str, caller: str | None) -> tuple[list[Doc], Any]:
+    def _from_eventlog(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
         events = self.episodic_memory_query_events(  # type: ignore[attr-defined]
             memory_id=retrieval["source_id"], namespace=namespace, **_event_filters(retrieval["filters"])
         )
@@ -226,7 +223,7 @@ class PersistentTools:
             lambda e: f"[{e['timestamp']}] {e['event_type']} by {e['emitting_agent_id']}: {as_text(e['payload'])}",
         )
 
-    def _from_kg(self, retrieval: Doc, text: str, namespace: str, caller: str | None) -> tuple[list[Doc], Any]:
+    def _from_kg(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
         if not text.strip():
             graph = self.kg_read_graph(limit=retrieval["limit"], namespace=retrieval["source_id"])  # type: ignore[attr-defined]
         else:
@@ -256,6 +253,14 @@ def _event_filters(filters: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise InvalidInput(f"unknown eventlog filters: {', '.join(sorted(unknown))}")
     return {EVENT_FILTERS[k]: v for k, v in filters.items()}
+
+
+def _as_agent(retrieval: Doc, agent: str) -> Doc:
+    """A `vectordb` retrieval limited to `agent`'s episodic tier (an authenticated caller's)."""
+    named = retrieval["filters"].get("agent")
+    if named not in (None, agent):
+        raise Unauthorized(f"this persistent memory reads agent {named!r}'s episodic tier; the caller is {agent!r}")
+    return {**retrieval, "filters": {**retrieval["filters"], "agent": agent}}
 
 
 def _kg_line(item: Doc) -> str:
