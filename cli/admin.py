@@ -55,19 +55,26 @@ def serve_mcp(
         raise CliError("serve-mcp needs the MCP SDK: pip install 'a2e-mem[mcp]'", 1) from None
     from . import mcp_server
 
-    mcp_server.main(state.service, namespace, agent, read_only)
+    # With a secret configured the store is in authenticated mode: whoever could start this
+    # server with the secret chose its --agent, and MCP has no handshake to prove another one.
+    fixed_agent = bool(os.environ.get("MEM_AUTH_SECRET"))
+    mcp_server.main(state.service, namespace, agent, read_only, fixed_agent)
 
 
 def serve_stdio(
     auth_secret: Annotated[
-        str,
+        str | None,
         typer.Option(
             envvar="MEM_AUTH_SECRET", help="Require handshakes with HMAC-SHA256(agent_id) tokens.", show_default=False
         ),
-    ] = "",
+    ] = None,
 ) -> None:
     """Speak the A2E memory protocol over stdin/stdout (NDJSON), for agents that spawn `mem`."""
     from . import stdio
 
+    if auth_secret == "":  # an empty secret would silently turn off the auth MEM_AUTH_SECRET asks for
+        from .errors import usage_error
+
+        usage_error("--auth-secret must not be empty: leave it out (and MEM_AUTH_SECRET unset) to serve without auth")
     os.environ.setdefault("MEM_LOG", "warning")
-    raise typer.Exit(stdio.main(state.service, auth_secret or None))
+    raise typer.Exit(stdio.main(state.service, auth_secret))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, BinaryIO
 
 import typer
 
@@ -24,9 +26,9 @@ def export(
     namespace: NamespaceOpt = None,
 ) -> None:
     """Write a lossless, diffable NDJSON dump (sorted lines, sorted keys; expired entries and
-    working tiers left out)."""
+    working tiers left out). A file is written readable by its owner only, like the store."""
     lines = state.service.export(namespace)
-    out = sys.stdout.buffer if output == "-" else open(output, "wb")  # noqa: SIM115 - closed below
+    out = sys.stdout.buffer if output == "-" else private_file(output)
     try:
         for line in lines:
             out.write(line + b"\n")
@@ -35,6 +37,19 @@ def export(
             out.close()
         else:
             out.flush()
+
+
+def private_file(path: str) -> BinaryIO:
+    """`path` opened for writing, mode 0600 (also when it existed with a looser mode): a dump
+    holds everything the store holds."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # not /dev/stdout, a pipe, ...
+            os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "wb")
 
 
 def import_(

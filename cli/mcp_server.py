@@ -30,22 +30,41 @@ JsonObject = dict[str, Any]
 class Tools:
     """The tools, bound to one service and its defaults; `register` adds them to a server."""
 
-    def __init__(self, service: Any, namespace: str, agent: str) -> None:
+    def __init__(self, service: Any, namespace: str, agent: str, fixed_agent: bool = False) -> None:
         self.service = service
         self.namespace = namespace
         self.agent = agent
+        self.fixed_agent = fixed_agent
         self.sessions: dict[tuple[str, str], Any] = {}
 
     def ns(self, namespace: str | None) -> str:
         return namespace or self.namespace
 
+    def agent_for(self, agent: str | None) -> str:
+        """The agent a call acts as: the given one, else --agent. With a secret configured the
+        server's agent is fixed at start, and a call naming another agent is refused."""
+        if self.fixed_agent and agent not in (None, "", self.agent):
+            from store.errors import Unauthorized
+
+            raise Unauthorized(f"this server acts as agent {self.agent!r} only (MEM_AUTH_SECRET is set), not {agent!r}")
+        return agent or self.agent
+
+    def caller_agent(self) -> str | None:
+        """The agent whose view persistent memories are limited to (None: every agent's)."""
+        return self.agent if self.fixed_agent else None
+
     def session(self, namespace: str | None, agent: str | None) -> Any:
         """One A2E session per (namespace, agent) for this connection: its working tier lives as
         long as the server process."""
-        key = (self.ns(namespace), agent or self.agent)
-        if key not in self.sessions:
-            self.sessions[key] = self.service.init(*key)
-        return self.sessions[key]
+        from store.a2e import SESSIONS_PER_CONNECTION
+
+        key = (self.ns(namespace), self.agent_for(agent))
+        session = self.sessions.pop(key, None) or self.service.init(*key)
+        self.sessions[key] = session  # most recently used last
+        if len(self.sessions) > SESSIONS_PER_CONNECTION:  # one per namespace named: bounded
+            oldest = next(iter(self.sessions))
+            self.service.close_session(self.sessions.pop(oldest).memory_id)
+        return session
 
 
 def result(value: Any, summary: str) -> Any:
@@ -98,7 +117,10 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 NS = Annotated[str | None, Desc(description="Namespace (default: the server's --namespace).")]
-AGENT = Annotated[str | None, Desc(description="Agent identity for the episodic tier (default: --agent).")]
+AGENT = Annotated[
+    str | None,
+    Desc(description="Agent identity for the episodic tier (default: --agent; only --agent when a secret is set)."),
+]
 MEMORY_ID = Annotated[str, Desc(description="The unique identifier of the memory entry.")]
 FILTERS = Annotated[
     JsonObject | None,
@@ -441,7 +463,9 @@ def add_persistent_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         namespace: NS = None,
     ) -> Any:
         """Executes a retrieval query on a persistent memory and renders its contribution."""
-        found = s.persistent_memory_retrieve(memory_id, keywords, action, context, query, namespace=t.ns(namespace))
+        found = s.persistent_memory_retrieve(
+            memory_id, keywords, action, context, query, namespace=t.ns(namespace), agent=t.caller_agent()
+        )
         return result(found, found["contribution"])
 
 
@@ -508,11 +532,15 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         tier: Annotated[
             Literal["working", "episodic", "semantic"], Desc(description="Tier to delete from (default episodic).")
         ] = "episodic",
+        all: Annotated[
+            bool, Desc(description="Delete every entry of the tier (instead of keys/tags; never implied).")
+        ] = False,
         namespace: NS = None,
         agent: AGENT = None,
     ) -> Any:
-        """Delete A2E entries of a tier by keys and/or tags (with neither, the whole tier in scope)."""
-        deleted = s.forget(t.session(namespace, agent), keys=keys or [], tags=tags or [], tier=tier)
+        """Delete A2E entries of a tier by keys and/or tags; `all` empties the tier (a call with
+        none of them deletes nothing and fails)."""
+        deleted = s.forget(t.session(namespace, agent), keys=keys or [], tags=tags or [], tier=tier, everything=all)
         return result({"deleted": deleted}, f"deleted {deleted}")
 
 
@@ -618,8 +646,9 @@ def strict_server(**settings: Any) -> Any:
     return StrictServer(**settings)
 
 
-def build_server(service: Any, namespace: str, agent: str, read_only: bool) -> Any:
-    """An MCPServer exposing the tools (only those that do not write, with `read_only`)."""
+def build_server(service: Any, namespace: str, agent: str, read_only: bool, fixed_agent: bool = False) -> Any:
+    """An MCPServer exposing the tools (only those that do not write, with `read_only`);
+    `fixed_agent`: every call acts as `agent` (see `Tools.agent_for`)."""
     from importlib.metadata import version
 
     from mcp_types import ToolAnnotations
@@ -629,7 +658,7 @@ def build_server(service: Any, namespace: str, agent: str, read_only: bool) -> A
         version=version("a2e-mem"),
         instructions="Local-first memory: A2E entries, codebolt memories, a knowledge graph.",
     )
-    for fn, writes in build_tools(Tools(service, namespace, agent)):
+    for fn, writes in build_tools(Tools(service, namespace, agent, fixed_agent)):
         if read_only and writes:
             continue
         destructive = writes and ("delete" in fn.__name__ or "forget" in fn.__name__)
@@ -638,8 +667,9 @@ def build_server(service: Any, namespace: str, agent: str, read_only: bool) -> A
     return server
 
 
-def main(service: Any, namespace: str, agent: str, read_only: bool) -> None:
+def main(service: Any, namespace: str, agent: str, read_only: bool, fixed_agent: bool = False) -> None:
+    service.engine.read_only = read_only  # not even the embedder record or exit checkpoints
     try:
-        build_server(service, namespace, agent, read_only).run("stdio")
+        build_server(service, namespace, agent, read_only, fixed_agent).run("stdio")
     finally:
         service.shutdown()

@@ -134,13 +134,18 @@ def forget(
     key: Keys = None,
     tag: Tags = None,
     tier: Tier = "episodic",
+    everything: Annotated[
+        bool, typer.Option("--all", help="Delete every entry of the tier (instead of --key/--tag).")
+    ] = False,
     namespace: Namespace = "default",
     agent: Agent = "default",
     session: SessionId = None,
     fmt: Format = None,
 ) -> None:
-    """Delete entries of a tier by key and/or tags (with neither: the whole tier in scope)."""
+    """Delete entries of a tier by key and/or tags; --all empties the tier (never implied)."""
     keys = [parse_key(key)] if key else []
-    deleted = state.service.forget(scope(namespace, agent, session), keys=keys, tags=tag or [], tier=tier)
+    deleted = state.service.forget(
+        scope(namespace, agent, session), keys=keys, tags=tag or [], tier=tier, everything=everything
+    )
     if not state.quiet:
         emit_one({"deleted": deleted}, fmt)

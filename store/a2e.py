@@ -26,12 +26,14 @@ from .redact import redact
 from .schemas import entry_text
 from .search import FUSION, Candidates, Filters, search
 from .shard import Shard
+from .usage import UsageCounter
 
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
 JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
 MAX_RETRIEVE = 1000  # entries one retrieve returns at most
 MAX_NESTING = 250  # JSON levels of a content or key: the journal line wraps it in 4 more (orjson: 254)
+SESSIONS_PER_CONNECTION = 256  # past it, memory/init closes the connection's least recently used session
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 
 
@@ -67,6 +69,7 @@ class A2E:
         self.engine = engine
         self.config = config
         self.sessions: dict[str, Session] = {}
+        self.counter = UsageCounter(engine)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -240,14 +243,14 @@ class A2E:
                 errors.append((i, _first_error(exc)))
                 continue
             try:
-                size = len(orjson.dumps(entry.content))
                 rid = canonical_key(entry.key)
                 _check_nesting(entry)
+                size = len(orjson.dumps(entry.content)) + len(rid)  # the key is stored (twice) too
             except (orjson.JSONEncodeError, InvalidInput) as exc:
                 errors.append((i, str(exc) if isinstance(exc, InvalidInput) else f"content: {exc}"))
                 continue
             if size > limits.max_entry_bytes:
-                errors.append((i, f"content is {size} bytes, over the {limits.max_entry_bytes}-byte limit"))
+                errors.append((i, f"key and content are {size} bytes, over the {limits.max_entry_bytes}-byte limit"))
                 continue
             valid.append((i, entry, rid))
         kept, replaced = _last_write_wins(valid)
@@ -316,16 +319,24 @@ class A2E:
         reason = f"memory_full: namespace {session.namespace!r} has no room for it ({used})"
         return fitting, [(i, reason) for i in full], refusal
 
+    def check_room(self, namespace: str, added: int, grown: int, now: float | None = None) -> None:
+        """`memory_full` if adding `added` records and `grown` bytes would take the namespace past
+        its limits (A2E entries and codebolt records count alike). Called under the lock."""
+        limits = self.config.for_namespace(namespace)
+        count, size = self.usage(namespace, clock.now() if now is None else now)
+        count, size = count + added, size + grown
+        if count > limits.max_entries or size > limits.max_bytes:
+            raise MemoryFull(
+                f"namespace {namespace!r} is full: storing these would make {count} entries / {size} bytes "
+                f"(limits {limits.max_entries} / {limits.max_bytes})",
+                {"entries": count, "bytes": size, "max_entries": limits.max_entries, "max_bytes": limits.max_bytes},
+            )
+
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
-        """Live entries and bytes of a namespace: every tier, plus this process's working tiers."""
-        count = size = 0
-        folder = self.engine.namespace_dir(namespace)
-        shards = [self.engine.open_folder(f) for d, f in self._entry_folders(folder)]
-        shards += [s.working for s in self.sessions.values() if s.namespace == namespace and s.working]
-        for shard in shards:
-            c, b = shard.usage(now)
-            count, size = count + c, size + b
-        return count, size
+        """Live records and bytes of a namespace: every tier and every codebolt collection, plus
+        this process's working tiers (see `usage.py`)."""
+        working = [s.working for s in self.sessions.values() if s.namespace == namespace and s.working]
+        return self.counter.count(namespace, now, working)
 
     def _entry_folders(self, folder: Any) -> list[tuple[dict, Any]]:
         if not folder.exists():
@@ -379,6 +390,7 @@ class A2E:
     ) -> list[dict[str, Any]]:
         """Search a namespace's persisted tiers as a whole (a persistent memory's `vectordb`
         source): semantic, and episodic of every agent (or of `agent`)."""
+        check_name(namespace, "namespace")
         if tier not in ("", "semantic", "episodic"):
             raise InvalidInput("tier must be semantic, episodic or empty")
         shards = [self.engine.shard(namespace, "semantic", schema="entries")] if tier != "episodic" else []
@@ -402,9 +414,13 @@ class A2E:
         keys: Sequence[dict[str, Any] | str] = (),
         tags: Sequence[str] = (),
         tier: str = "episodic",
+        everything: bool = False,
     ) -> int:
-        """Delete the entries of `tier` matching the keys and tags (all of them if neither)."""
+        """Delete the entries of `tier` matching the keys and tags. Emptying a whole tier takes
+        `everything` (the wire's `all: true`, the CLI's --all): without keys, tags or it, nothing
+        is deleted and the request is refused, so that a bare forget can never wipe a tier."""
         _known_tier(tier)
+        _check_forget_scope(keys, tags, everything)
         if tier == "semantic":
             self._check_semantic_writer(session, self.config.for_namespace(session.namespace))
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
@@ -466,6 +482,18 @@ def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
         "path": part.path,
         "filters": filters,
     }
+
+
+def _check_forget_scope(keys: Sequence[Any], tags: Sequence[str], everything: bool) -> None:
+    if everything and (keys or tags):
+        raise InvalidInput(
+            "forget: `all` deletes the whole tier and cannot be combined with keys or tags", {"field": "all"}
+        )
+    if not everything and not keys and not tags:
+        raise InvalidInput(
+            "forget needs keys or tags, or `all: true` (CLI --all) to empty the whole tier: nothing was deleted",
+            {"field": "all"},
+        )
 
 
 def _known_tier(tier: Any) -> str:

@@ -1,8 +1,8 @@
 """Limits and policies, from `HOME/config.json` with `MEM_*` environment overrides.
 
     {
-      "max_entry_bytes": 262144,          # one entry, serialised
-      "max_entries": 1000000,             # live A2E entries per namespace
+      "max_entry_bytes": 262144,          # one entry, serialised key + content
+      "max_entries": 1000000,             # live records per namespace: A2E entries and codebolt records
       "max_bytes": 1073741824,            # their serialised bytes per namespace
       "max_line_bytes": 4194304,          # one serve-stdio request line
       "redact": false,                    # mask secret-shaped strings before storing

@@ -4,6 +4,7 @@
     HOME/config.json                limits and policies (optional, see `config.py`)
     HOME/ns/<digest>/namespace.json the namespace's real name
     HOME/ns/<digest>/lock           one lock for every write in the namespace
+    HOME/ns/<digest>/usage.json     a cache of its shards' record counts (see `usage.py`)
     HOME/ns/<digest>/<digest>/      a shard (see `shard.py`), named by the digest of its scope
     HOME/system/...                 the registry of CLI sessions
 
@@ -13,6 +14,7 @@ Shards are opened once per process and kept; each use refreshes them from disk.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ import orjson
 
 from .config import env_choice
 from .embed import DEFAULT, Embedder, check_embedder_name, get_embedder
-from .errors import InvalidInput, MemError, StoreMismatch
+from .errors import InvalidInput, MemError, StoreMismatch, Unauthorized
 from .locking import FileLock
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
@@ -46,6 +48,10 @@ class Engine:
         self._recorded: dict | None = None
         self._descriptors: dict[Path, dict] = {}
         self.redact = False  # mask secret-shaped strings in records (set from the config)
+        self.read_only = False  # `serve-mcp --read-only`: create and change no file at all
+        # (namespace, records added, bytes grown) -> raises memory_full; set by MemoryService
+        self.check_room: Callable[[str, int, int], None] | None = None
+        self.written: set[Path] = set()  # shard folders of records written since the limits looked
 
     # -- embedder ---------------------------------------------------------------------------
 
@@ -96,7 +102,7 @@ class Engine:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         embedder = self.embedder
-        if self.recorded_embedder() is None:
+        if self.recorded_embedder() is None and not self.read_only:
             self.record_embedder(embedder)
         return embedder.embed(texts)
 
@@ -108,6 +114,9 @@ class Engine:
         return self.home / "ns" / digest(namespace)
 
     def lock(self, namespace: str) -> FileLock:
+        """The namespace's write lock (every write takes it, so a read-only engine refuses it)."""
+        if self.read_only:
+            raise Unauthorized("this store is open read-only: nothing may be written")
         folder = self.namespace_dir(namespace)
         if folder not in self._locks:
             descriptor = namespace_descriptor(namespace) if namespace != SYSTEM else b""  # checked before mkdir
@@ -166,14 +175,27 @@ class Engine:
         if folder in self._shards:
             shard = self._shards[folder]
         else:
-            descriptor = self.descriptor(folder)
-            if descriptor is None:
-                raise FileNotFoundError(folder / DESCRIPTOR)
-            schema = SCHEMAS[descriptor["schema"]]
-            dim = self.dim if schema.indexed else 0
-            shard = self._shards[folder] = Shard(folder, schema, dim, descriptor)
+            shard = self._shards[folder] = self._new_shard(folder)
         shard.refresh()
         return shard
+
+    def open_shards(self) -> list[tuple[Path, Shard]]:
+        """(folder, shard) of the shards this process holds open (not refreshed)."""
+        return list(self._shards.items())
+
+    def load_folder(self, folder: Path) -> Shard:
+        """A shard read from `folder` but not kept: the caller closes it."""
+        shard = self._new_shard(folder)
+        shard.refresh()
+        return shard
+
+    def _new_shard(self, folder: Path) -> Shard:
+        descriptor = self.descriptor(folder)
+        if descriptor is None:
+            raise FileNotFoundError(folder / DESCRIPTOR)
+        schema = SCHEMAS[descriptor["schema"]]
+        dim = self.dim if schema.indexed else 0
+        return Shard(folder, schema, dim, descriptor)
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -199,8 +221,9 @@ class Engine:
 
     def shutdown(self) -> None:
         """A server's clean exit: start checkpoints for the shards whose journals hold more than
-        an eighth of the threshold (the next process then replays less), then close."""
-        for shard in list(self._shards.values()):
+        an eighth of the threshold (the next process then replays less), then close. A
+        read-only engine leaves every file as it found it."""
+        for shard in list(self._shards.values()) if not self.read_only else []:
             self.after_write(shard, share=1 / 8)
         self.close()
 

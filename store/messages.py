@@ -58,6 +58,7 @@ class ForgetRequest(SessionRequest):
     keys: list[Key] = Field(default_factory=list)
     tags: list[Tag] = Field(default_factory=list)
     tier: Tier = "episodic"
+    all: bool = Field(False, strict=True)  # extension: empty the whole tier (never implied)
 
 
 REQUESTS: dict[str, type[Message]] = {

@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import clock
 from .documents import newest_first, page
-from .errors import Conflict, InvalidInput
+from .errors import Conflict, InvalidInput, Unauthorized
 from .filters import parse_time
 from .lexical import terms
 from .records import Collection, Doc
@@ -194,8 +194,11 @@ class PersistentTools:
         context: dict[str, Any] | None = None,
         query: str | None = None,
         namespace: str = "default",
+        agent: str | None = None,
     ) -> Doc:
-        """Run the configuration's retrieval and render its contribution."""
+        """Run the configuration's retrieval and render its contribution. `agent`: the caller's
+        agent when it is authenticated; a `vectordb` source then sees only that agent's episodic
+        tier (and the semantic tier), and a configuration naming another agent is refused."""
         config = self.persistent_memory_get(memory_id, namespace)
         if config["status"] == "disabled":
             raise Conflict(f"persistent memory {memory_id!r} is disabled")
@@ -207,6 +210,8 @@ class PersistentTools:
         inputs = {"query": query or "", "keywords": keywords, "action": action or "", "context": context or {}}
         text = _query(config, inputs)
         retrieval, contribution = config["retrieval"], config["contribution"]
+        if agent is not None and retrieval["source_type"] == "vectordb":
+            retrieval = _as_agent(retrieval, agent)
         items, line = self._run_source(retrieval, text, any(_given(v) for v in inputs.values()), namespace)
         rendered, tokens, shown = render(
             items, contribution["format"], contribution["template"], line, config["label"], contribution["max_tokens"]
@@ -416,6 +421,14 @@ def _check_templates(config: Doc) -> None:
     if line_template:
         fields = {*ITEM_FIELDS[config["retrieval"]["source_type"]], "index"}
         check_template(line_template, "contribution.template", fields, {})
+
+
+def _as_agent(retrieval: Doc, agent: str) -> Doc:
+    """A `vectordb` retrieval limited to `agent`'s episodic tier (an authenticated caller's)."""
+    named = retrieval["filters"].get("agent")
+    if named not in (None, agent):
+        raise Unauthorized(f"this persistent memory reads agent {named!r}'s episodic tier; the caller is {agent!r}")
+    return {**retrieval, "filters": {**retrieval["filters"], "agent": agent}}
 
 
 def _kg_line(item: Doc) -> str:

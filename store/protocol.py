@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from .a2e import SESSIONS_PER_CONNECTION
 from .errors import InvalidInput, MemError, Unauthorized, os_failure
 from .log import logger
 from .messages import (
@@ -136,21 +137,38 @@ class Protocol:
         agent = agent or self.agent_id or "default"
         session = self.service.init(msg.namespace, agent)
         self.session_ids.append(session.memory_id)
+        if len(self.session_ids) > SESSIONS_PER_CONNECTION:  # A2E has no close: bound what a connection holds
+            with contextlib.suppress(MemError):
+                self.service.close_session(self.session_ids.pop(0))
         return {"memory_id": session.memory_id, "namespace": msg.namespace, "success": True}
 
+    def _session(self, memory_id: str) -> Any:
+        """The session `memory_id`, if this connection may use it: with a secret, only sessions
+        of the agent the token vouches for (a `mem init -a B` id is no key to B's tiers)."""
+        session = self.service.session(memory_id)
+        if memory_id in self.session_ids:  # most recently used last: eviction takes the first
+            self.session_ids.remove(memory_id)
+            self.session_ids.append(memory_id)
+        if self.auth_secret and session.agent != (self.agent_id or "default"):  # as memory/init names it
+            raise Unauthorized(
+                f"memory_id {memory_id!r} belongs to another agent: this connection is authenticated as "
+                f"{self.agent_id!r}"
+            )
+        return session
+
     def _memory_store_req(self, msg: StoreRequest) -> dict[str, Any]:
-        session = self.service.session(msg.memory_id)
+        session = self._session(msg.memory_id)
         return self.service.store(session, msg.entries)
 
     def _memory_retrieve_req(self, msg: RetrieveRequest) -> dict[str, Any]:
-        session = self.service.session(msg.memory_id)
+        session = self._session(msg.memory_id)
         fields = msg.model_dump(include={"keys", "query", "tags", "tier", "limit", "min_score"})
         return self.service.retrieve(session, **fields)
 
     def _memory_forget_req(self, msg: ForgetRequest) -> dict[str, Any]:
-        session = self.service.session(msg.memory_id)
+        session = self._session(msg.memory_id)
         fields = msg.model_dump(include={"keys", "tags", "tier"})
-        return {"deleted": self.service.forget(session, **fields)}
+        return {"deleted": self.service.forget(session, **fields, everything=msg.all)}
 
     def close(self) -> None:
         """The connection ended: its sessions' working tiers go with it."""

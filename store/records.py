@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from . import clock
+from .a2e import check_name
 from .embed import encode_vectors
 from .engine import Engine
 from .errors import InvalidInput, NotFound
@@ -27,6 +28,7 @@ KEPT = {"id", "key", "name", "from", "to", "memoryId", "created_at", "updated_at
 
 class Collection:
     def __init__(self, engine: Engine, namespace: str, kind: str, *scope: str, schema: str = "records") -> None:
+        check_name(namespace, "namespace")  # the rule of A2E namespaces: no NUL (so no system namespace), <= 1024
         self.engine = engine
         self.namespace = namespace
         self.kind = kind
@@ -69,7 +71,9 @@ class Collection:
         self.catch_up()
         with self.engine.lock(self.namespace):
             shard = self.shard
+            self._check_room(shard, recs)
             shard.append({"op": "put", "recs": recs})
+            self._written(shard)
         self.engine.after_write(shard)
 
     def update(self, rid: str, what: str, change: Callable[[Doc], Doc]) -> Doc:
@@ -78,15 +82,35 @@ class Collection:
         with self.engine.lock(self.namespace):
             new = change(self.require(rid, what))
             shard = self.shard
-            shard.append({"op": "put", "recs": self._recs([new])})
+            recs = self._recs([new])
+            self._check_room(shard, recs)
+            shard.append({"op": "put", "recs": recs})
+            self._written(shard)
         self.engine.after_write(shard)
         return new
+
+    def _written(self, shard: Shard) -> None:
+        if shard.folder is not None:
+            self.engine.written.add(shard.folder)
+
+    def _check_room(self, shard: Shard, recs: list[Doc]) -> None:
+        """`memory_full` if the namespace cannot take `recs` (new records, or records growing)."""
+        if self.engine.check_room is None:
+            return
+        now, added, grown = clock.now(), 0, 0
+        for rec in {r["id"]: r for r in recs}.values():
+            old = shard.get(rec["id"], now)
+            added += old is None
+            grown += rec["size"] - (len(orjson.dumps(old)) if old is not None else 0)
+        self.engine.check_room(self.namespace, added, grown)
 
     def delete(self, rid: str, what: str) -> Doc:
         """Delete record `rid`; `memory_not_found` if it is absent."""
         with self.engine.lock(self.namespace):
             old = self.require(rid, what)
-            self.shard.append({"op": "del", "ids": [rid]})
+            shard = self.shard
+            shard.append({"op": "del", "ids": [rid]})
+            self._written(shard)
         return old
 
     def delete_many(self, rids: list[str]) -> int:
@@ -97,6 +121,7 @@ class Collection:
             present = [rid for rid in dict.fromkeys(rids) if shard.get(rid, now) is not None]
             if present:
                 shard.append({"op": "del", "ids": present})
+                self._written(shard)
         return len(present)
 
     def _recs(self, docs: Any) -> list[Doc]:

@@ -33,6 +33,7 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         self.config = load_config(self.home)
         self.engine.redact = self.config.base.redact
         self.a2e = A2E(self.engine, self.config)
+        self.engine.check_room = self.a2e.check_room  # codebolt records count toward the limits too
 
     # -- A2E sessions and scopes ------------------------------------------------------------
 

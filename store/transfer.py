@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from . import clock
-from .a2e import A2E, Session, check_name, public
+from .a2e import A2E, check_name, public
 from .engine import Engine
 from .errors import InvalidInput
 from .kinds import A2E_TIERS, schema_of
@@ -72,7 +72,7 @@ def _write(
     if kind in A2E_TIERS:
         agent = scope[0] if kind == "episodic" and scope else "default"
         entries = [public(doc) for doc in docs]
-        result = a2e.store(Session("", namespace, agent), entries, keep_timestamps=True, partial=False)
+        result = a2e.store(a2e.scope(namespace, agent), entries, keep_timestamps=True, partial=False)  # names checked
         if result["errors"]:
             raise InvalidInput(f"{namespace}/{kind}: {result['errors'][0]}")
     else:

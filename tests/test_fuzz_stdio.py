@@ -200,7 +200,7 @@ class Wire:
         for cell in doomed:
             del self.model[cell]
         expect = {"type": "memory/forget/resp", "req_id": rid, "deleted": len(doomed)}
-        return self._session("memory/forget/req", rid, expect, tier=tier)
+        return self._session("memory/forget/req", rid, expect, tier=tier, all=True)
 
     # everything else: the error it must get
 

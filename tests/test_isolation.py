@@ -127,8 +127,8 @@ def test_agent_a_cannot_overwrite_or_forget_b_episodic_entries(home):
         {"keys": ["b-only"], "tier": "episodic"},
         {"tags": ["private"]},
         {"tags": ["private", "b"], "keys": [{"k": "shared-key"}]},
-        {"tier": "episodic"},
-        {},
+        {"tier": "episodic", "all": True},
+        {"all": True},
     ):
         reply = a.forget(mid, **query)
         assert reply["type"] == "memory/forget/resp" and reply["deleted"] <= 1, reply  # only A's own entry
@@ -146,7 +146,7 @@ def test_forget_of_semantic_and_working_from_a_leaves_b_episodic_alone(home):
     a = Client(home, "agent-a")
     mid = a.init()
     for tier in ("semantic", "working"):
-        assert a.forget(mid, tier=tier)["deleted"] == 0
+        assert a.forget(mid, tier=tier, all=True)["deleted"] == 0
         assert a.forget(mid, tier=tier, keys=[{"k": "shared-key"}])["deleted"] == 0
     assert_b_intact(home)
 
@@ -162,7 +162,7 @@ def test_an_authenticated_agent_cannot_claim_another_agents_scope(home):
         return
     mid = reply["memory_id"]
     assert a.retrieve(mid)["total"] == 0
-    assert a.forget(mid, tier="episodic")["deleted"] == 0
+    assert a.forget(mid, tier="episodic", all=True)["deleted"] == 0
     svc = MemoryService(home)
     assert svc.retrieve(svc.scope("ns", "agent-b"))["total"] == 1
 
@@ -172,7 +172,7 @@ def test_working_tier_is_private_to_its_session_even_for_the_same_agent(home):
     one, two = a.init(), a.init()
     assert a.store(one, e("scratch", "session one scratch", tier="working"))["stored"]
     assert a.retrieve(two)["total"] == 0 and a.retrieve(two, tier="working", keys=[{"k": "scratch"}])["total"] == 0
-    assert a.forget(two, tier="working")["deleted"] == 0
+    assert a.forget(two, tier="working", all=True)["deleted"] == 0
     other = Client(home, "agent-a")  # another connection of the same agent
     assert other.retrieve(other.init(), tier="working")["total"] == 0
     assert a.retrieve(one, tier="working")["total"] == 1  # still there for its own session
@@ -192,7 +192,7 @@ def test_semantic_is_shared_within_a_namespace_and_not_across(home):
     assert contents(b.retrieve(b_ns, tier="semantic")) == {"the team fact"}
     for namespace in ("other", "Team", "team ", "team\u200b"):  # other names, even close ones
         mid = b.init(namespace)
-        assert b.retrieve(mid)["total"] == 0 and b.forget(mid, tier="semantic")["deleted"] == 0
+        assert b.retrieve(mid)["total"] == 0 and b.forget(mid, tier="semantic", all=True)["deleted"] == 0
     assert b.forget(b_ns, tier="semantic", keys=[{"k": "fact"}])["deleted"] == 1  # shared: B may forget it
     assert a.retrieve(a_ns)["total"] == 0
 
@@ -340,7 +340,7 @@ def test_expired_entries_are_never_returned_counted_or_forgotten(home, checkpoin
     assert c.forget(mid, tier="episodic", tags=["t"])["deleted"] == 2
     clock.set_offset(1001)
     assert c.retrieve(mid)["total"] == 2  # the forever entries of working and semantic
-    assert c.forget(mid, tier="semantic")["deleted"] == 1
+    assert c.forget(mid, tier="semantic", all=True)["deleted"] == 1
 
 
 def test_expired_entries_do_not_count_against_the_limit(home, monkeypatch):

@@ -447,7 +447,7 @@ async def _a2e(t: Calls) -> None:
     assert r.structured_content == {"deleted": 1} and r.meta["summary"] == "deleted 1"
     assert (await t.ok("memory_retrieve", tier="episodic"))["total"] == 0
     assert await t.ok("memory_forget", tags=["nothing-has-this"], tier="semantic") == {"deleted": 0}
-    assert await t.ok("memory_forget", tier="working") == {"deleted": 1}
+    assert await t.ok("memory_forget", tier="working", all=True) == {"deleted": 1}
     assert (await t.ok("memory_retrieve", tier="working"))["total"] == 0
     assert (await t.ok("memory_retrieve"))["total"] == 1  # the semantic entry is left
 

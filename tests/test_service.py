@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store import clock
-from store.errors import MemoryFull, NotFound
+from store.errors import InvalidInput, MemoryFull, NotFound
 from store.service import MemoryService
 
 from .conftest import entry
@@ -172,9 +172,11 @@ def test_forget_by_key_tag_and_whole_tier(service):
     assert service.forget(s, keys=[{"k": 4}]) == 1
     assert service.forget(s, keys=[{"k": 4}]) == 0
     assert service.forget(s, tags=["t"]) == 3
-    assert service.forget(s) == 2  # the rest of the episodic tier (default): 3 and 5
+    with pytest.raises(InvalidInput, match="all"):  # a bare forget deletes nothing (audit 8)
+        service.forget(s)
+    assert service.forget(s, everything=True) == 2  # the rest of the episodic tier (default): 3 and 5
     assert keys_of(service.retrieve(s)) == [{"k": "s"}]
-    assert service.forget(s, tier="semantic") == 1
+    assert service.forget(s, tier="semantic", everything=True) == 1
 
 
 def test_forget_with_keys_and_tags_needs_both(service):
@@ -203,7 +205,7 @@ def test_another_process_sees_writes(home):
     assert reader.retrieve(r)["total"] == 0
     writer.store(writer.scope("ns", "a"), [entry("x", "hello")])
     assert reader.retrieve(r)["total"] == 1
-    writer.forget(writer.scope("ns", "a"))
+    writer.forget(writer.scope("ns", "a"), everything=True)
     assert reader.retrieve(r)["total"] == 0
 
 

@@ -178,7 +178,7 @@ def test_end_to_end_session_against_the_binary(home):
     assert ask(msg("memory/retrieve/req", id="5", memory_id=mid, tags=["preferences"]))["total"] == 1
     by_query = ask(msg("memory/retrieve/req", id="6", memory_id=mid, query="greyhound", limit=1))
     assert by_query["entries"][0]["key"] == {"topic": "pet"}
-    assert ask(msg("memory/forget/req", id="7", memory_id=mid, tier="semantic"))["deleted"] == 1
+    assert ask(msg("memory/forget/req", id="7", memory_id=mid, tier="semantic", all=True))["deleted"] == 1
     assert ask(msg("ping", id="8"))["type"] == "pong"
     assert ask(b"this is not json")["code"] == "parse_error"
     assert ask(msg("shutdown", id="9", timeout=5))["req_id"] == "9"
