@@ -8,16 +8,29 @@
     HOME/system/...                 the registry of CLI sessions
 
 Shards are opened once per process and kept; each use refreshes them from disk.
+
+Another process may change the store under a long-lived one: `mem reindex --embedder` replaces
+store.json, and every use of a shard checks (one stat) that store.json is the one this process
+read. When it is not, the process drops its shards and its embedder and takes the recorded one
+(`epoch` counts these switches, so that a writer that embedded before taking the lock embeds
+again); a process told to use another embedder (MEM_EMBEDDER, --embedder) refuses to go on.
+
+Expired records, and records deleted by a forget, stay in the journals and the checkpoint until a
+checkpoint of their shard rewrites it. A delete, and any use of a shard that holds a record past
+its expiry time, asks for a purge: a marker file (`purge.wanted`) in the shard and a detached
+checkpoint that waits for a running one and runs until no marker is left (see `checkpoint.py`).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
 import orjson
 
+from . import clock
 from .embed import DEFAULT, Embedder, get_embedder
 from .errors import StoreMismatch
 from .locking import FileLock
@@ -27,6 +40,8 @@ from .shard import DESCRIPTOR, Shard
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
 FORMAT = 1
+PURGE = "purge.wanted"  # in a shard: deleted or expired records wait for a checkpoint to purge them
+PURGE_STALE = 60.0  # seconds after which a purge asked for and not done is asked for again
 
 
 class Engine:
@@ -39,6 +54,9 @@ class Engine:
         self._embedder: Embedder | None = None
         self._recorded: dict | None = None
         self._descriptors: dict[Path, dict] = {}
+        self._stamp: tuple[int, int, int] | None = None  # identity of the store.json read
+        self._deferred: set[Path] = set()  # inline purges asked for while a lock was held
+        self.epoch = 0  # how many times another process's reindex changed the embedder under us
         self.redact = False  # mask secret-shaped strings in records (set from the config)
 
     # -- embedder ---------------------------------------------------------------------------
@@ -70,10 +88,12 @@ class Engine:
     def recorded_embedder(self) -> dict | None:
         """The embedder the store's vectors were made with (store.json), read once."""
         if self._recorded is None:
+            stamp = self._store_stamp()
             try:
                 self._recorded = orjson.loads((self.home / "store.json").read_bytes())
             except FileNotFoundError:
                 return None
+            self._stamp = stamp
         return self._recorded
 
     def record_embedder(self, embedder: Embedder) -> None:
@@ -81,6 +101,29 @@ class Engine:
         meta = {"format": FORMAT, "embedder": embedder.name, "dim": embedder.dim}
         write_atomic(self.home / "store.json", orjson.dumps(meta))
         self._recorded = meta
+        self._stamp = self._store_stamp()
+
+    def _store_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.home / "store.json")
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def sync_store(self) -> None:
+        """Take in a store.json another process replaced (a reindex): if it names another
+        embedder or dimension, drop the shards and the embedder made for the old one."""
+        if self._recorded is None or self._store_stamp() == self._stamp:
+            return
+        old = self._recorded
+        self._recorded = None
+        new = self.recorded_embedder() or {}
+        if (new.get("embedder"), new.get("dim")) != (old.get("embedder"), old.get("dim")):
+            self._embedder = None
+            self.epoch += 1
+            for shard in self._shards.values():
+                shard.close()
+            self._shards.clear()
 
     def embed(self, texts: list[str]) -> np.ndarray:
         embedder = self.embedder
@@ -99,20 +142,29 @@ class Engine:
         folder = self.namespace_dir(namespace)
         if folder not in self._locks:
             ensure_dir(folder)
-            if namespace != SYSTEM and not (folder / "namespace.json").exists():
-                write_atomic(folder / "namespace.json", orjson.dumps({"namespace": namespace}))
+            self._name_namespace(namespace)
             self._locks[folder] = FileLock(folder / "lock")
         return self._locks[folder]
 
+    def _name_namespace(self, namespace: str) -> None:
+        """Write namespace.json (again, when a writer brings a deleted namespace back)."""
+        folder = self.namespace_dir(namespace)
+        if namespace != SYSTEM and not (folder / "namespace.json").exists():
+            write_atomic(folder / "namespace.json", orjson.dumps({"namespace": namespace}))
+
     def shard(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Shard:
         """The shard holding `kind` records of `scope` in `namespace` (refreshed from disk)."""
+        self.sync_store()
         folder = self.namespace_dir(namespace) / digest(kind, *scope)
         shard = self._shards.get(folder)
         if shard is None:
             dim = self.dim if SCHEMAS[schema].indexed else 0
             descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope)}
             shard = self._shards[folder] = Shard(folder, SCHEMAS[schema], dim, descriptor)
+            shard.on_create = lambda: self._name_namespace(namespace)
+            shard.on_delete = lambda: self.ask_purge(shard)
         shard.refresh()
+        self._purge_if_expired(shard)
         return shard
 
     def memory_shard(self, schema: str = "entries") -> Shard:
@@ -150,6 +202,7 @@ class Engine:
 
     def open_folder(self, folder: Path) -> Shard:
         """A shard by its folder (for maintenance: gc, doctor, checkpoints)."""
+        self.sync_store()
         if folder in self._shards:
             shard = self._shards[folder]
         else:
@@ -159,15 +212,21 @@ class Engine:
             schema = SCHEMAS[descriptor["schema"]]
             dim = self.dim if schema.indexed else 0
             shard = self._shards[folder] = Shard(folder, schema, dim, descriptor)
+            shard.on_delete = lambda: self.ask_purge(shard)
         shard.refresh()
+        self._purge_if_expired(shard)
         return shard
 
     # -- checkpoints ------------------------------------------------------------------------
 
     def after_write(self, shard: Shard, share: float = 1.0) -> None:
-        """Start a checkpoint if the shard's journals are due one."""
+        """Start a checkpoint if the shard's journals are due one (the caller holds no lock)."""
         from . import checkpoint
 
+        if self._deferred and not any(lock.held() for lock in self._locks.values()):
+            for folder in list(self._deferred):  # a purge waits for the builder lock: never under a lock
+                self._deferred.discard(folder)
+                self.purge_folder(folder)
         if shard.folder is None or self.checkpoints == "off" or not checkpoint.due(shard, share):
             return
         if self.checkpoints == "inline":
@@ -175,14 +234,58 @@ class Engine:
         else:
             checkpoint.spawn(self.home, shard.folder)
 
-    def checkpoint_shard(self, shard: Shard, force: bool = False) -> bool:
+    def checkpoint_shard(self, shard: Shard, force: bool = False, wait: bool = False) -> bool:
         from . import checkpoint
 
         namespace = shard.descriptor.get("namespace", SYSTEM)
-        return checkpoint.run(shard, self.lock(namespace), self.embedder.name, force)
+        return checkpoint.run(shard, self.lock(namespace), self.embedder.name, force, wait)
 
-    def checkpoint_folder(self, folder: Path, force: bool = False) -> bool:
-        return self.checkpoint_shard(self.open_folder(folder), force)
+    def checkpoint_folder(self, folder: Path, force: bool = False, wait: bool = False) -> bool:
+        return self.checkpoint_shard(self.open_folder(folder), force, wait)
+
+    def ask_purge(self, shard: Shard) -> None:
+        """Have deleted and expired records of `shard` leave the disk soon: leave the marker a
+        purge checkpoint looks for and start one, unless one was asked for a moment ago (it will
+        see the marker: it checks for it under the namespace lock, as deletes set it)."""
+        if shard.folder is None or self.checkpoints == "off" or not shard.folder.exists():
+            return
+        marker = shard.folder / PURGE
+        try:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            try:
+                if time.time() - marker.stat().st_mtime < PURGE_STALE:
+                    return  # a purge is on its way
+                os.utime(marker)
+            except FileNotFoundError:
+                return self.ask_purge(shard)  # the purge took it meanwhile: ask again
+        except OSError:
+            return  # the folder went away, or the disk refuses: the next use asks again
+        if self.checkpoints == "inline":
+            self._deferred.add(shard.folder)
+            self.after_write(shard)
+        else:
+            from . import checkpoint
+
+            checkpoint.spawn(self.home, shard.folder, purge=True)
+
+    def _purge_if_expired(self, shard: Shard) -> None:
+        if shard.next_expiry <= clock.now():
+            self.ask_purge(shard)
+
+    def purge_folder(self, folder: Path) -> int:
+        """Run purge checkpoints of a shard while its marker says one is wanted; each waits for
+        a running checkpoint. Returns how many ran."""
+        from . import checkpoint
+
+        done = 0
+        while (folder / PURGE).exists() and (folder / DESCRIPTOR).exists():
+            shard = self.open_folder(folder)
+            lock = self.lock(shard.descriptor.get("namespace", SYSTEM))
+            if not checkpoint.run(shard, lock, self.embedder.name, force=True, wait=True, purge=folder / PURGE):
+                break
+            done += 1
+        return done
 
     def shutdown(self) -> None:
         """A server's clean exit: start checkpoints for the shards whose journals hold more than

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -28,7 +29,6 @@ from .engine import Engine
 from .errors import NotFound
 from .journal import Journal
 from .schemas import SCHEMAS
-from .segment import write_segment
 from .shard import DESCRIPTOR, SEG, WAL, Shard, listing
 
 Progress = Callable[[int, int], None]
@@ -72,13 +72,28 @@ def delete_namespace(engine: Engine, namespace: str) -> dict[str, Any]:
     folder = engine.namespace_dir(namespace)
     if not (folder / "namespace.json").exists():
         raise NotFound(f"no namespace {namespace!r}")
-    with engine.lock(namespace):
-        for name in os.listdir(folder):
-            if name != "lock":
-                path = folder / name
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    while not _delete_contents(engine, namespace, folder):
+        continue
     engine.close()
     return {"namespace": namespace, "deleted": True}
+
+
+def _delete_contents(engine: Engine, namespace: str, folder: Path) -> bool:
+    """Remove everything in the namespace's folder but its lock file, holding the builder lock of
+    every shard (no checkpoint may be writing in a folder being removed) and the namespace lock.
+    False if a shard appeared meanwhile: the caller tries again."""
+    with contextlib.ExitStack() as stack:
+        shards = [f for _, f in engine.shard_folders(folder)]
+        for shard_folder in shards:
+            stack.enter_context(checkpoint.building(shard_folder))
+        with engine.lock(namespace):
+            if any(f not in shards for _, f in engine.shard_folders(folder)):
+                return False
+            for name in os.listdir(folder):
+                if name != "lock":
+                    path = folder / name
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return True
 
 
 def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict[str, Any]:
@@ -87,11 +102,14 @@ def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict
     targets = [(ns, d, f) for ns, d, f in _shards(engine) if d.get("schema") in ("entries", "entities")]
     total = 0
     for done, (namespace, descriptor, folder) in enumerate(targets, 1):
-        with engine.lock(namespace):
+        with checkpoint.building(folder) as held, engine.lock(namespace):
+            if not held:  # the shard was deleted meanwhile
+                continue
             # dimension 0: read the records only, not the old vectors (they may have another size)
             shard = Shard(folder, SCHEMAS[descriptor["schema"]], 0, descriptor)
             shard.refresh()
             docs = list(shard.docs(clock.now()))
+            shard.close()
             vectors = embedder.embed([shard.schema.text(d) for d in docs]) if docs else np.zeros((0, embedder.dim))
             _replace_checkpoint(folder, shard.schema, docs, vectors, embedder.name)
         total += len(docs)
@@ -104,18 +122,16 @@ def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict
 
 
 def _replace_checkpoint(folder: Path, schema: Any, docs: list[dict], vectors: np.ndarray | None, embedder: str) -> None:
-    """A new checkpoint holding exactly `docs`, covering every journal so far (the caller holds
-    the lock and has read them all); writers continue in a fresh journal."""
+    """A new checkpoint holding exactly `docs`, covering every journal so far. The caller holds
+    the shard's builder lock (`checkpoint.building`: no other build may run, nor remove our
+    temporary folder) and then the namespace lock, and has read every journal; writers continue
+    in a fresh journal."""
     segs, wals = listing(folder)
     gen = max([0, *segs, *wals]) + 1
+    checkpoint.install_segment(folder, gen, docs, vectors, schema, embedder)
     Journal.create(folder / WAL.format(gen + 1), gen + 1)
-    tmp = folder / f"tmp-{gen:08d}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(mode=0o700)
-    write_segment(tmp, docs, vectors, schema, embedder)
-    checkpoint._fsync_tree(tmp)
-    os.rename(tmp, folder / SEG.format(gen))
     checkpoint._remove_replaced(folder, gen)
+    (folder / checkpoint.STATE).unlink(missing_ok=True)
 
 
 # -- doctor ---------------------------------------------------------------------------------
@@ -219,7 +235,9 @@ def _rebuild(engine: Engine, namespace: str, folder: Path) -> None:
     the journals after it, with vectors and indexes made anew."""
     from .storage import read_all
 
-    with engine.lock(namespace):
+    with checkpoint.building(folder) as held, engine.lock(namespace):
+        if not held:
+            return
         segs, wals = listing(folder)
         base = segs[-1] if segs else 0
         docs = {d["id"]: dict(d) for d in read_all(folder / SEG.format(base) / "data.json")} if segs else {}

@@ -86,7 +86,9 @@ class Collection:
         """Delete record `rid`; `memory_not_found` if it is absent."""
         with self.engine.lock(self.namespace):
             old = self.require(rid, what)
-            self.shard.append({"op": "del", "ids": [rid]})
+            shard = self.shard
+            shard.append({"op": "del", "ids": [rid]})  # and asks for a purge (see engine.py)
+        self.engine.after_write(shard)
         return old
 
     def delete_many(self, rids: list[str]) -> int:
@@ -97,6 +99,7 @@ class Collection:
             present = [rid for rid in dict.fromkeys(rids) if shard.get(rid, now) is not None]
             if present:
                 shard.append({"op": "del", "ids": present})
+        self.engine.after_write(shard)
         return len(present)
 
     def _recs(self, docs: Any) -> list[Doc]:
