@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 from . import checkpoint, clock
-from .embed import get_embedder
+from .embed import decode_vector, get_embedder
 from .engine import Engine
 from .errors import NotFound
 from .journal import Journal
@@ -97,8 +97,21 @@ def _delete_contents(engine: Engine, namespace: str, folder: Path) -> bool:
 
 
 def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict[str, Any]:
-    """Re-embed every searchable shard with embedder `name`, then record it with the store."""
+    """Re-embed every searchable shard with embedder `name`.
+
+    The embedder is recorded in store.json first: every process notices it at its next use of a
+    shard and embeds with it from then on, so nothing written after this point has the old
+    dimension. Shards not yet rebuilt may then hold both sizes: readers search their old vectors
+    by words only (see `shard.py`) until the shard's turn comes, under its builder lock and its
+    namespace lock. An interrupted reindex leaves such shards, which `mem doctor` reports and
+    `--repair` (or running the reindex again) re-embeds."""
     embedder = get_embedder(name)
+    engine.close()
+    engine.record_embedder(embedder)
+    engine._embedder = embedder
+    for namespace, _ in engine.namespaces():  # wait for the writes under way, made with the old one
+        with engine.lock(namespace):
+            pass
     targets = [(ns, d, f) for ns, d, f in _shards(engine) if d.get("schema") in ("entries", "entities")]
     total = 0
     for done, (namespace, descriptor, folder) in enumerate(targets, 1):
@@ -116,8 +129,6 @@ def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict
         if progress:
             progress(done, len(targets))
     engine.close()
-    engine.record_embedder(embedder)
-    engine._embedder = embedder
     return {"embedder": embedder.name, "dim": embedder.dim, "shards": len(targets), "entries": total}
 
 
@@ -143,7 +154,10 @@ def doctor(engine: Engine, repair: bool = False) -> list[dict[str, Any]]:
     recorded = engine.recorded_embedder()
     findings += _check_permissions(engine.home)
     for namespace, descriptor, folder in _shards(engine):
-        problems = _check_shard(folder, descriptor, recorded)
+        with checkpoint.building(folder) as held:  # no checkpoint replaces files while we read them
+            if not held:  # deleted meanwhile
+                continue
+            problems = _check_shard(folder, descriptor, recorded)
         where = f"{namespace}/{descriptor['kind']}" + (
             "/" + "/".join(descriptor["scope"]) if descriptor.get("scope") else ""
         )
@@ -173,6 +187,8 @@ def _check_shard(folder: Path, descriptor: dict, recorded: dict | None) -> list[
         bad = _bad_journal_lines(folder / WAL.format(gen))
         if bad:
             problems.append(f"{WAL.format(gen)}: {bad} unreadable lines (skipped when read)")
+        if recorded and descriptor.get("schema") in ("entries", "entities"):
+            problems += _check_journal_vectors(folder / WAL.format(gen), int(recorded["dim"]))
     if not segs:
         return problems
     seg = folder / SEG.format(segs[-1])
@@ -216,6 +232,29 @@ def _check_vectors(seg: Path, count: int, recorded: dict | None) -> list[str]:
             f"{seg.name}: vectors of dimension {vectors.shape[1]}, the store's embedder makes {recorded['dim']}"
         )
     return problems
+
+
+def _check_journal_vectors(path: Path, dim: int) -> list[str]:
+    """Vectors in a journal made by another embedder than the recorded one (a writer that had not
+    seen a reindex, or a reindex that was interrupted): not searchable until re-embedded."""
+    wrong: set[int | str] = set()
+    journal = Journal(path, 0)
+    try:
+        for op in journal.read_new():
+            for rec in op.get("recs", ()) if isinstance(op.get("recs"), list) else ():
+                vec = rec.get("vec") if isinstance(rec, dict) else None
+                try:
+                    size = len(decode_vector(vec)) if isinstance(vec, str) else dim
+                except ValueError:
+                    size = -1
+                if size != dim:
+                    wrong.add(size if size >= 0 else "unreadable")
+    finally:
+        journal.close()
+    if not wrong:
+        return []
+    sizes = ", ".join(str(n) for n in sorted(wrong))
+    return [f"{path.name}: vectors of dimension {sizes}, the store's embedder makes {dim}"]
 
 
 def _bad_journal_lines(path: Path) -> int:
