@@ -164,8 +164,10 @@ def doctor(engine: Engine, repair: bool = False) -> list[dict[str, Any]]:
         for problem in problems:
             findings.append({"where": where, "problem": problem, "repair": "mem doctor --repair (rebuilds indexes)"})
         if problems and repair:
-            _rebuild(engine, namespace, folder)
+            lost = _rebuild(engine, namespace, folder)
             findings.append({"where": where, "problem": "repaired", "repair": ""})
+            if lost:
+                findings.append({"where": where, "problem": lost, "repair": "mem import (from an export)"})
     return findings
 
 
@@ -269,17 +271,30 @@ def _bad_journal_lines(path: Path) -> int:
     return bad
 
 
-def _rebuild(engine: Engine, namespace: str, folder: Path) -> None:
+def _rebuild(engine: Engine, namespace: str, folder: Path) -> str | None:
     """A fresh checkpoint from the records (read through TinyDB, not the derived offsets) and
-    the journals after it, with vectors and indexes made anew."""
+    the journals after it, with vectors and indexes made anew. A checkpoint whose records cannot
+    be read is never taken for an empty one: it is moved aside (kept, as `damaged-seg-*`), the
+    shard is rebuilt from the journals after it, and the loss is returned to be reported."""
     from .storage import read_all
 
+    lost = None
     with checkpoint.building(folder) as held, engine.lock(namespace):
         if not held:
-            return
+            return None
         segs, wals = listing(folder)
         base = segs[-1] if segs else 0
-        docs = {d["id"]: dict(d) for d in read_all(folder / SEG.format(base) / "data.json")} if segs else {}
+        docs: dict[str, Any] = {}
+        if segs:
+            data = folder / SEG.format(base) / "data.json"
+            try:
+                if not data.is_file():
+                    raise FileNotFoundError(f"{data.name} is missing")
+                docs = {d["id"]: dict(d) for d in read_all(data)}
+            except Exception as exc:  # noqa: BLE001 - whatever broke it, its records are gone
+                aside = folder / f"damaged-{SEG.format(base)}-{int(clock.now())}"
+                os.rename(folder / SEG.format(base), aside)
+                lost = f"{SEG.format(base)}: records unreadable ({exc}), moved to {aside.name}"
         for gen in (g for g in wals if g > base):
             for op in Journal(folder / WAL.format(gen), gen).read_new():
                 for rec in op.get("recs", ()):
@@ -291,3 +306,4 @@ def _rebuild(engine: Engine, namespace: str, folder: Path) -> None:
         vectors = engine.embed([schema.text(d) for d in live]) if schema.indexed and live else None
         _replace_checkpoint(folder, schema, live, vectors, engine.embedder.name)
     engine.close()
+    return lost

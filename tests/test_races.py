@@ -20,10 +20,10 @@ import orjson
 import pytest
 
 from store import checkpoint
-PURGE = "purge.wanted"  # store.engine.PURGE (spelled out: the test also runs against older code)
 from store.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
+PURGE = "purge.wanted"  # store.engine.PURGE, spelled out so that the tests also run against older code
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
@@ -242,9 +242,11 @@ def test_a_server_told_to_use_the_old_embedder_refuses_after_a_reindex(home):
 
 
 def test_doctor_finds_journal_vectors_of_another_dimension_and_repairs_them(home, monkeypatch):
-    svc = MemoryService(home)
-    svc.store(svc.scope("ns", "a"), [{"key": {"i": str(i)}, "content": f"zebra {i}", "tier": "semantic"} for i in range(3)])
     from store.embed import get_embedder
+
+    svc = MemoryService(home)
+    notes = [{"key": {"i": str(i)}, "content": f"zebra {i}", "tier": "semantic"} for i in range(3)]
+    svc.store(svc.scope("ns", "a"), notes)
 
     svc.engine.record_embedder(get_embedder("hash:256"))  # as an interrupted reindex leaves it
     svc.close()
@@ -378,3 +380,22 @@ def test_with_checkpoints_off_nothing_is_purged_until_gc(home, mode):
     assert files_containing(home, b"SECRET-OFF")
     assert cli(home, "gc").returncode == 0
     assert files_containing(home, b"SECRET-OFF") == []
+
+
+def test_repair_of_a_checkpoint_emptied_by_a_race_reports_the_loss(home):
+    """What the audit's races left: the newest seg-* folder empty. Repair must not rebuild it as
+    an empty checkpoint and call the store healthy: it says what was lost and keeps the files."""
+    svc = MemoryService(home)
+    scope = svc.scope("ns", "a")
+    svc.store(scope, [{"key": {"i": str(i)}, "content": f"old {i}", "tier": "semantic"} for i in range(3)])
+    svc.checkpoint(force=True)
+    svc.store(scope, [{"key": {"i": "new"}, "content": "after the checkpoint", "tier": "semantic"}])
+    (seg,) = home.rglob("seg-*")
+    for path in seg.iterdir():
+        path.unlink()
+    with pytest.raises(FileNotFoundError):
+        MemoryService(home).retrieve(scope)
+    findings = MemoryService(home).doctor(repair=True)
+    assert any("records unreadable" in f["problem"] for f in findings), findings
+    assert semantic_keys(MemoryService(home)) == {"new"}
+    assert list(home.rglob("damaged-seg-*"))
