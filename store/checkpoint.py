@@ -52,7 +52,7 @@ MIN_JOURNAL_BYTES = int(os.environ.get("MEM_CHECKPOINT_BYTES", 1 << 20))
 JOURNAL_SHARE = 0.1
 LOCK = "checkpoint.lock"
 STATE = "checkpoint.state"
-BACKOFF_FIRST = 5.0  # seconds before retrying a failed checkpoint, doubled at each failure...
+BACKOFF_FIRST = float(os.environ.get("MEM_CHECKPOINT_BACKOFF", 5))  # seconds before a retry, doubled...
 BACKOFF_MAX = 900.0  # ...up to a quarter of an hour
 
 
