@@ -65,10 +65,13 @@ class Collection:
 
     def put(self, *docs: Doc) -> None:
         """Create or replace records (each doc carries its "id")."""
+        epoch = self.engine.epoch
         recs = self._recs(docs)
         self.catch_up()
         with self.engine.lock(self.namespace):
             shard = self.shard
+            if self.engine.epoch != epoch:  # another process reindexed to another embedder
+                recs = self._recs(docs)
             shard.append({"op": "put", "recs": recs})
         self.engine.after_write(shard)
 

@@ -259,6 +259,20 @@ def test_doctor_finds_journal_vectors_of_another_dimension_and_repairs_them(home
     assert MemoryService(home).doctor() == []
 
 
+def test_knowledge_graph_writes_follow_a_reindex_of_another_process(home, monkeypatch):
+    monkeypatch.delenv("MEM_EMBEDDER")
+    writer = MemoryService(home, embedder="hash")  # makes the store with 64 dimensions
+    writer.kg_create_entities([{"name": "zebra one", "entityType": "animal", "observations": ["stripes"]}])
+    writer.engine.wanted_embedder = None  # from now on, follows the store
+    from store import maintenance
+
+    maintenance.reindex(MemoryService(home).engine, "hash:256")
+    writer.kg_create_entities([{"name": "zebra two", "entityType": "animal", "observations": ["stripes"]}])
+    fresh = MemoryService(home)
+    assert {e["name"] for e in fresh.kg_search_nodes("zebra")["entities"]} == {"zebra one", "zebra two"}
+    assert fresh.doctor() == []
+
+
 # -- item 5: a checkpoint that keeps failing ---------------------------------------------------
 
 
