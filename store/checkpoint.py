@@ -33,6 +33,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -97,12 +98,20 @@ def building(folder: Path, wait: bool = True):
 
 
 def run(
-    shard: Shard, lock: FileLock, embedder: str, force: bool = False, wait: bool = False, purge: Path | None = None
+    shard: Shard,
+    lock: FileLock,
+    embedder: str,
+    force: bool = False,
+    wait: bool = False,
+    purge: Path | None = None,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> bool:
     """Checkpoint `shard` now (from this process). False if another checkpoint holds it (unless
     `wait`), if there is nothing to do, or if failures are being backed off from (unless `force`).
     With `purge` (the marker file deletes leave), only if the marker is there; it is taken away
-    under the namespace lock, so every delete made before is covered, and put back on failure."""
+    under the namespace lock, so every delete made before is covered, and put back on failure.
+    `embed` re-embeds the records when some of the shard's vectors have another dimension (see
+    `shard.py`), so that a checkpoint never turns them into vectors of the right size but empty."""
     assert shard.folder is not None
     folder = shard.folder
     if not folder.exists():
@@ -123,7 +132,7 @@ def run(
                 return False
             frozen = _freeze(shard, folder)
         try:
-            _build(shard, folder, frozen, embedder)
+            _build(shard, folder, frozen, embedder, embed)
         except BaseException:
             _record_failure(folder)
             if purge is not None:
@@ -165,7 +174,7 @@ def _record_failure(folder: Path) -> None:
         write_atomic(folder / STATE, orjson.dumps({"failures": failures + 1, "at": clock.now()}))
 
 
-def _build(shard: Shard, folder: Path, gen: int, embedder: str) -> None:
+def _build(shard: Shard, folder: Path, gen: int, embedder: str, embed: Callable | None = None) -> None:
     now = clock.now()
     docs, vectors = [], []
     if shard.seg is not None:
@@ -179,6 +188,10 @@ def _build(shard: Shard, folder: Path, gen: int, embedder: str) -> None:
     if shard.dim:
         vectors.append(shard.mem.vectors[slots])
     matrix = np.concatenate(vectors) if vectors else None
+    if shard.dim and shard.foreign_vectors:
+        if embed is None:
+            raise RuntimeError("vectors of another dimension in the shard, and no embedder to remake them")
+        matrix = np.asarray(embed([shard.schema.text(d) for d in docs]), dtype=np.float32).reshape(-1, shard.dim)
     install_segment(folder, gen, docs, matrix, shard.schema, embedder)
 
 

@@ -238,7 +238,8 @@ class Engine:
         from . import checkpoint
 
         namespace = shard.descriptor.get("namespace", SYSTEM)
-        return checkpoint.run(shard, self.lock(namespace), self.embedder.name, force, wait)
+        embedder = self.embedder
+        return checkpoint.run(shard, self.lock(namespace), embedder.name, force, wait, embed=embedder.embed)
 
     def checkpoint_folder(self, folder: Path, force: bool = False, wait: bool = False) -> bool:
         return self.checkpoint_shard(self.open_folder(folder), force, wait)
@@ -282,7 +283,10 @@ class Engine:
         while (folder / PURGE).exists() and (folder / DESCRIPTOR).exists():
             shard = self.open_folder(folder)
             lock = self.lock(shard.descriptor.get("namespace", SYSTEM))
-            if not checkpoint.run(shard, lock, self.embedder.name, force=True, wait=True, purge=folder / PURGE):
+            embedder = self.embedder
+            if not checkpoint.run(
+                shard, lock, embedder.name, force=True, wait=True, purge=folder / PURGE, embed=embedder.embed
+            ):
                 break
             done += 1
         return done

@@ -128,6 +128,8 @@ class Shard:
         self.version += 1
         # a lower bound of the records' expiry times: when it is past, something may need purging
         self.next_expiry = float(seg.expires.min()) if seg is not None and seg.n else math.inf
+        # records whose vectors have another dimension (not searchable by vector; see above)
+        self.foreign_vectors = seg.n if seg is not None and self.dim and int(seg.meta["dim"]) != self.dim else 0
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -173,6 +175,7 @@ class Shard:
         vec = decode_vector(rec["vec"]) if self.dim and rec.get("vec") else None
         if vec is not None and len(vec) != self.dim:
             vec = None  # made with another embedder: see the module's docstring
+            self.foreign_vectors += 1
         self.next_expiry = min(self.next_expiry, expiry(rec["doc"]))
         self.mem.put(rid, rec["doc"], rec.get("size") or len(orjson.dumps(rec["doc"])), vec)
 

@@ -273,6 +273,27 @@ def test_knowledge_graph_writes_follow_a_reindex_of_another_process(home, monkey
     assert fresh.doctor() == []
 
 
+def test_a_checkpoint_of_a_shard_not_yet_reindexed_remakes_its_vectors(home, monkeypatch):
+    """A checkpoint (gc, background) of a shard whose vectors have the old dimension, as an
+    interrupted reindex leaves it, embeds its records anew rather than writing empty vectors."""
+    import numpy as np
+
+    from store.embed import get_embedder
+
+    svc = MemoryService(home)
+    notes = [{"key": {"i": str(i)}, "content": f"zebra {i}", "tier": "semantic"} for i in range(3)]
+    svc.store(svc.scope("ns", "a"), notes[:2])
+    svc.checkpoint(force=True)
+    svc.store(svc.scope("ns", "a"), notes[2:])
+    svc.engine.record_embedder(get_embedder("hash:256"))
+    monkeypatch.setenv("MEM_EMBEDDER", "hash:256")
+    assert MemoryService(home).checkpoint(force=True) == 1
+    (seg,) = home.rglob("seg-*")
+    vectors = np.load(seg / "vectors.npy")
+    assert vectors.shape == (3, 256) and np.all(np.abs(vectors).sum(axis=1) > 0)
+    assert MemoryService(home).doctor() == []
+
+
 # -- item 5: a checkpoint that keeps failing ---------------------------------------------------
 
 
