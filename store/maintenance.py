@@ -172,11 +172,26 @@ def doctor(engine: Engine, repair: bool = False) -> list[dict[str, Any]]:
 
 
 def _check_permissions(home: Path) -> list[dict[str, Any]]:
-    loose = [p for p in [home, *home.rglob("*")] if p.exists() and os.stat(p).st_mode & 0o077]
+    """Files and folders others may read. The files of a build under way (inside its `tmp-*`
+    folder, itself owner-only) are skipped: they are made owner-only before the folder is renamed
+    into place. A file a checkpoint deletes while we look is not a finding."""
+    everything = [home]
+    for top, dirs, files in os.walk(home):  # unlike rglob, a folder deleted meanwhile is no error
+        everything += [Path(top) / name for name in (*dirs, *files)]
+    loose = []
+    for path in everything:
+        if any(part.startswith("tmp-") for part in path.relative_to(home).parts[:-1]):
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            loose.append((path, mode))
     return [
-        {"where": str(p.relative_to(home)) or ".", "problem": f"readable by others ({oct(os.stat(p).st_mode & 0o777)})",
+        {"where": str(p.relative_to(home)) or ".", "problem": f"readable by others ({oct(mode & 0o777)})",
          "repair": f"chmod go-rwx '{p}'"}
-        for p in loose
+        for p, mode in loose
     ]  # fmt: skip
 
 

@@ -113,7 +113,7 @@ def loop_command(home: Path, args: list[str], stop: threading.Event, failures: l
     while not stop.is_set():
         out = cli(home, *args)
         if out.returncode != 0:
-            failures.append((args, out.stderr))
+            failures.append((args, out.stderr, out.stdout))
 
 
 def test_reindex_and_gc_loops_racing_checkpointing_servers_lose_nothing(home):
@@ -127,7 +127,7 @@ def test_reindex_and_gc_loops_racing_checkpointing_servers_lose_nothing(home):
     stop = threading.Event()
     loops = [
         threading.Thread(target=loop_command, args=(home, args, stop, failures))
-        for args in (["reindex"], ["gc"], ["reindex"])
+        for args in (["reindex"], ["gc"], ["doctor", "--repair"], ["reindex"])
     ]
     writers = [threading.Thread(target=run_writer, args=(home, w, 60, acked, errors)) for w in ("w1", "w2", "w3")]
     for thread in loops + writers:
