@@ -7,7 +7,6 @@ so storing an existing key in the same scope updates it, keeping `created_at`.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,7 +132,7 @@ class A2E:
             registry.append({"op": "del", "ids": [memory_id]})
         folder = self.engine.namespace_dir(session.namespace) / digest("working", memory_id)
         with checkpoint.building(folder), self.engine.lock(session.namespace):
-            shutil.rmtree(folder, ignore_errors=True)
+            self.engine.discard(folder)
 
     def _registry(self) -> Shard:
         return self.engine.shard(SYSTEM, "sessions")

@@ -24,6 +24,7 @@ checkpoint that waits for a running one and runs until no marker is left (see `c
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -216,6 +217,22 @@ class Engine:
         shard.refresh()
         self._purge_if_expired(shard)
         return shard
+
+    def discard(self, path: Path) -> None:
+        """Delete a file or folder of the store at once for every reader: it is renamed into
+        HOME/.trash (a reader then finds it gone, never half-deleted), then removed, along with
+        whatever an interrupted discard left there."""
+        trash = ensure_dir(self.home / ".trash")
+        try:
+            os.rename(path, trash / f"{os.getpid()}-{time.monotonic_ns()}-{path.name}")
+        except FileNotFoundError:
+            return
+        for leftover in os.listdir(trash):
+            target = trash / leftover
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                target.unlink(missing_ok=True)
 
     # -- checkpoints ------------------------------------------------------------------------
 

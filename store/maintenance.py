@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -91,8 +90,7 @@ def _delete_contents(engine: Engine, namespace: str, folder: Path) -> bool:
                 return False
             for name in os.listdir(folder):
                 if name != "lock":
-                    path = folder / name
-                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+                    engine.discard(folder / name)
     return True
 
 

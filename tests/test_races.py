@@ -165,6 +165,37 @@ def test_writes_acknowledged_after_a_namespace_delete_are_kept(home):
     assert "ns" in [n["namespace"] for n in fresh.namespaces()]
 
 
+def test_a_server_writing_through_repeated_namespace_deletes_never_fails_nor_loses(home):
+    """Deletes land while the server reads and checkpoints the shard (inline, every few lines):
+    no request fails on a half-deleted folder, and what is written after the last delete stays."""
+    server = Server(home, MEM_CHECKPOINTS="inline", MEM_CHECKPOINT_BYTES="2048")
+    outcomes: list = []
+
+    def delete_three_times() -> None:
+        for _ in range(3):
+            out = cli(home, "namespaces", "delete", "ns", "--yes")
+            outcomes.append((out.returncode, out.stderr))
+
+    deleter = threading.Thread(target=delete_three_times)
+    deleter.start()
+    errors, n = [], 0
+    while deleter.is_alive() or n < 20:
+        reply = server.store({"i": str(n)}, f"note {n}")
+        if reply["type"] != "memory/store/resp":
+            errors.append(reply)
+        n += 1
+    last = {str(i) for i in range(n, n + 5)}
+    for key in sorted(last):
+        assert server.store({"i": key}, "after the deletes")["type"] == "memory/store/resp"
+    assert server.close() == 0
+    assert not errors, errors[:2]
+    assert [code for code, _ in outcomes] == [0, 0, 0], outcomes
+    fresh = MemoryService(home)
+    assert last <= semantic_keys(fresh)
+    assert fresh.doctor() == []
+    assert not list((home / ".trash").glob("*"))
+
+
 def test_a_server_refuses_a_session_closed_by_another_process(home):
     out = cli(home, "init", "-n", "ns", "-a", "a")
     assert out.returncode == 0, out.stderr
