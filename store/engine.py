@@ -6,6 +6,7 @@
     HOME/ns/<digest>/lock           one lock for every write in the namespace
     HOME/ns/<digest>/<digest>/      a shard (see `shard.py`), named by the digest of its scope
     HOME/system/...                 the registry of CLI sessions
+    HOME/.trash/                    what a delete is removing (renamed there first: see `discard`)
 
 Shards are opened once per process and kept; each use refreshes them from disk.
 
