@@ -75,9 +75,10 @@ def builder_lock(folder: Path) -> FileLock:
 
 
 @contextlib.contextmanager
-def building(folder: Path, wait: bool = True):
+def building(folder: Path, wait: bool = True, clean: bool = True):
     """Hold the shard's builder lock (yields False, holding nothing, if `wait` is False and
-    another builder has it, or if the shard is gone); leftovers of dead builds are removed."""
+    another builder has it, or if the shard is gone); leftovers of dead builds are removed
+    (unless `clean` is False: `mem doctor` without --repair changes nothing)."""
     mutex = builder_lock(folder)
     while True:
         try:
@@ -91,7 +92,8 @@ def building(folder: Path, wait: bool = True):
         yield False
         return
     try:
-        _remove_leftovers(folder)
+        if clean:
+            _remove_leftovers(folder)
         yield True
     finally:
         mutex.release()

@@ -152,7 +152,7 @@ def doctor(engine: Engine, repair: bool = False) -> list[dict[str, Any]]:
     recorded = engine.recorded_embedder()
     findings += _check_permissions(engine.home)
     for namespace, descriptor, folder in _shards(engine):
-        with checkpoint.building(folder) as held:  # no checkpoint replaces files while we read them
+        with checkpoint.building(folder, clean=repair) as held:  # no checkpoint replaces files meanwhile
             if not held:  # deleted meanwhile
                 continue
             problems = _check_shard(folder, descriptor, recorded)
