@@ -7,7 +7,6 @@ so storing an existing key in the same scope updates it, keeping `created_at`.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from .embed import encode_vectors
 from .engine import SYSTEM, Engine
 from .errors import InvalidInput, MemoryFull, NotFound, Unauthorized
 from .models import MAX_NAME, TIERS, MemoryEntry, new_id
+from .paths import digest
 from .redact import redact
 from .schemas import entry_text
 from .search import FUSION, Candidates, Filters, search
@@ -91,15 +91,27 @@ class A2E:
         return session
 
     def session(self, memory_id: str) -> Session:
-        """A session of this process, else one made by `mem init`; `memory_not_found` if none."""
-        if memory_id in self.sessions:
-            return self.sessions[memory_id]
+        """A session of this process, else one made by `mem init`; `memory_not_found` if none.
+        A `mem init` session is looked up in the registry at every use, so one that another
+        process closed (`mem session close`) is refused from then on."""
+        session = self.sessions.get(memory_id)
+        if session is not None and not session.persisted:
+            return session
         doc = self._registry().get(memory_id, clock.now())
         if doc is None:
+            self.sessions.pop(memory_id, None)
             raise NotFound(f"unknown memory_id {memory_id!r}: call memory/init (or `mem init`) first")
-        session = Session(memory_id, doc["namespace"], doc["agent"], persisted=True)
-        self.sessions[memory_id] = session
+        if session is None:
+            session = self.sessions[memory_id] = Session(memory_id, doc["namespace"], doc["agent"], persisted=True)
         return session
+
+    def _still_open(self, session: Session) -> None:
+        """Refuse a write for a `mem init` session closed since it was looked up. The caller holds
+        the namespace lock, which `close_session` takes after unregistering the session and
+        before removing its working tier: a write either lands before that or is refused."""
+        if session.persisted and self._registry().get(session.memory_id, clock.now()) is None:
+            self.sessions.pop(session.memory_id, None)
+            raise NotFound(f"session {session.memory_id!r} was closed")
 
     def scope(self, namespace: str, agent: str) -> Session:
         """A scope without a session, for scripts: episodic and semantic tiers only."""
@@ -111,18 +123,21 @@ class A2E:
         return list(self._registry().docs(clock.now()))
 
     def close_session(self, memory_id: str) -> None:
-        """End a session and drop its working tier."""
+        """End a session and drop its working tier: unregister it first (every process refuses
+        it from then on), then remove the working tier's folder, holding its builder lock (no
+        checkpoint is writing in it) and the namespace lock (no write is under way)."""
+        from . import checkpoint
+
         session = self.session(memory_id)
         self.sessions.pop(memory_id, None)
         if not session.persisted:
             return
-        with self.engine.lock(session.namespace):
-            folder = self._shard(session, "working").folder
-            assert folder is not None
-            shutil.rmtree(folder, ignore_errors=True)
         with self.engine.lock(SYSTEM):
             registry = self._registry()
             registry.append({"op": "del", "ids": [memory_id]})
+        folder = self.engine.namespace_dir(session.namespace) / digest("working", memory_id)
+        with checkpoint.building(folder), self.engine.lock(session.namespace):
+            self.engine.discard(folder)
 
     def _registry(self) -> Shard:
         return self.engine.shard(SYSTEM, "sessions")
@@ -140,11 +155,23 @@ class A2E:
                     "the working tier belongs to a session: start one with `mem init` and pass --session"
                 )
             if session.working is not None:
+                if session.working.dim != self.engine.dim:  # another process reindexed
+                    session.working = self._reembedded(session.working)
                 return session.working
             return self.engine.shard(session.namespace, "working", session.memory_id, schema="entries")
         if tier == "episodic":
             return self.engine.shard(session.namespace, "episodic", session.agent, schema="entries")
         return self.engine.shard(session.namespace, "semantic", schema="entries")
+
+    def _reembedded(self, working: Shard) -> Shard:
+        """An in-memory working tier made anew with the store's current embedder."""
+        fresh = self.engine.memory_shard()
+        docs = list(working.docs(clock.now()))
+        if docs:
+            vectors = encode_vectors(self.engine.embed([entry_text(d) for d in docs]))
+            recs = [{"id": d["id"], "doc": d, "vec": v} for d, v in zip(docs, vectors, strict=True)]
+            fresh.append({"op": "put", "recs": recs})
+        return fresh
 
     # -- store ------------------------------------------------------------------------------
 
@@ -179,12 +206,16 @@ class A2E:
                     redact(entry.source),
                 )
         texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e, _ in valid]
+        epoch = self.engine.epoch
         encoded = self._embed(texts, progress)
         for tier in {entry.tier for _, entry, _ in valid}:  # catch up on the journals before taking the lock
             self._shard(session, tier)
         with self.engine.lock(session.namespace):
+            self._still_open(session)
             now = clock.now()
             shards = {tier: self._shard(session, tier) for tier in {entry.tier for _, entry, _ in valid}}
+            if self.engine.epoch != epoch:  # another process reindexed to another embedder
+                encoded = encode_vectors(self.engine.embed(texts))
             puts = [
                 (i, entry, self._put_rec(shards[entry.tier], entry, rid, vec, now, keep_timestamps))
                 for (i, entry, rid), vec in zip(valid, encoded, strict=True)
@@ -369,10 +400,10 @@ class A2E:
             limit = MAX_RETRIEVE
         now = clock.now()
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
-        qvec = self.engine.embed([query])[0] if query else None
+        shards = [self._shard(session, name) for name in self._tiers(session, tier)]
+        qvec = self.engine.embed([query])[0] if query else None  # after the shards: same embedder
         parts: list[Candidates] = []
-        for name in self._tiers(session, tier):
-            shard = self._shard(session, name)
+        for shard in shards:
             parts += search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         found = _rank(parts, limit, min_score, applied if explain else None)
@@ -425,11 +456,13 @@ class A2E:
             self._check_semantic_writer(session, self.config.for_namespace(session.namespace))
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
         with self.engine.lock(session.namespace):
+            self._still_open(session)
             shard = self._shard(session, tier)
             now = clock.now()
             doomed = [c.doc(i)["id"] for c in search(shard, now, filters) for i in range(len(c.rows))]
             if doomed:
-                shard.append({"op": "del", "ids": doomed})
+                shard.append({"op": "del", "ids": doomed})  # and asks for a purge (see engine.py)
+        self.engine.after_write(shard)
         return len(doomed)
 
 

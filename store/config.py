@@ -139,6 +139,7 @@ def check_other_variables() -> None:
     after a write, a log line), so that a bad one is refused before anything is written."""
     env_choice("MEM_LOG", LOG_LEVELS, "warning", ignore_case=True)
     env_number("MEM_CHECKPOINT_BYTES", 0)
+    env_number("MEM_CHECKPOINT_BACKOFF", 0)
 
 
 def env_number(variable: str, default: int) -> int:

@@ -7,19 +7,34 @@
     HOME/ns/<digest>/usage.json     a cache of its shards' record counts (see `usage.py`)
     HOME/ns/<digest>/<digest>/      a shard (see `shard.py`), named by the digest of its scope
     HOME/system/...                 the registry of CLI sessions
+    HOME/.trash/                    what a delete is removing (renamed there first: see `discard`)
 
 Shards are opened once per process and kept; each use refreshes them from disk.
+
+Another process may change the store under a long-lived one: `mem reindex --embedder` replaces
+store.json, and every use of a shard checks (one stat) that store.json is the one this process
+read. When it is not, the process drops its shards and its embedder and takes the recorded one
+(`epoch` counts these switches, so that a writer that embedded before taking the lock embeds
+again); a process told to use another embedder (MEM_EMBEDDER, --embedder) refuses to go on.
+
+Expired records, and records deleted by a forget, stay in the journals and the checkpoint until a
+checkpoint of their shard rewrites it. A delete, and any use of a shard that holds a record past
+its expiry time, asks for a purge: a marker file (`purge.wanted`) in the shard and a detached
+checkpoint that waits for a running one and runs until no marker is left (see `checkpoint.py`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import orjson
 
+from . import clock
 from .config import env_choice
 from .embed import DEFAULT, Embedder, check_embedder_name, get_embedder
 from .errors import InvalidInput, MemError, StoreMismatch, Unauthorized
@@ -33,6 +48,8 @@ FORMAT = 1
 REWRITE_STORE_JSON = "`mem reindex --embedder NAME` rewrites it"
 MAX_NAME = 1024  # as models.MAX_NAME (not imported: pydantic is slow to load)
 CHECKPOINT_MODES = ("background", "inline", "off")
+PURGE = "purge.wanted"  # in a shard: deleted or expired records wait for a checkpoint to purge them
+PURGE_STALE = 60.0  # seconds after which a purge asked for and not done is asked for again
 
 
 class Engine:
@@ -47,6 +64,9 @@ class Engine:
         self._embedder: Embedder | None = None
         self._recorded: dict | None = None
         self._descriptors: dict[Path, dict] = {}
+        self._stamp: tuple[int, int, int] | None = None  # identity of the store.json read
+        self._deferred: set[Path] = set()  # inline purges asked for while a lock was held
+        self.epoch = 0  # how many times another process's reindex changed the embedder under us
         self.redact = False  # mask secret-shaped strings in records (set from the config)
         self.read_only = False  # `serve-mcp --read-only`: create and change no file at all
         # (namespace, records added, bytes grown) -> raises memory_full; set by MemoryService
@@ -83,6 +103,7 @@ class Engine:
         """The embedder the store's vectors were made with (store.json), read once."""
         if self._recorded is None:
             path = self.home / "store.json"
+            stamp = self._store_stamp()
             try:
                 recorded = orjson.loads(path.read_bytes())
             except FileNotFoundError:
@@ -92,6 +113,7 @@ class Engine:
             if not isinstance(recorded, dict) or not isinstance(recorded.get("embedder"), str):
                 raise MemError(f"{path}: damaged, no embedder recorded; {REWRITE_STORE_JSON}")
             self._recorded = recorded
+            self._stamp = stamp
         return self._recorded
 
     def record_embedder(self, embedder: Embedder) -> None:
@@ -99,6 +121,29 @@ class Engine:
         meta = {"format": FORMAT, "embedder": embedder.name, "dim": embedder.dim}
         write_atomic(self.home / "store.json", orjson.dumps(meta))
         self._recorded = meta
+        self._stamp = self._store_stamp()
+
+    def _store_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.home / "store.json")
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def sync_store(self) -> None:
+        """Take in a store.json another process replaced (a reindex): if it names another
+        embedder or dimension, drop the shards and the embedder made for the old one."""
+        if self._recorded is None or self._store_stamp() == self._stamp:
+            return
+        old = self._recorded
+        self._recorded = None
+        new = self.recorded_embedder() or {}
+        if (new.get("embedder"), new.get("dim")) != (old.get("embedder"), old.get("dim")):
+            self._embedder = None
+            self.epoch += 1
+            for shard in self._shards.values():
+                shard.close()
+            self._shards.clear()
 
     def embed(self, texts: list[str]) -> np.ndarray:
         embedder = self.embedder
@@ -121,20 +166,31 @@ class Engine:
         if folder not in self._locks:
             descriptor = namespace_descriptor(namespace) if namespace != SYSTEM else b""  # checked before mkdir
             ensure_dir(folder)
-            if descriptor and not (folder / "namespace.json").exists():
-                write_atomic(folder / "namespace.json", descriptor)
+            self._name_namespace(namespace, descriptor)
             self._locks[folder] = FileLock(folder / "lock")
         return self._locks[folder]
 
+    def _name_namespace(self, namespace: str, descriptor: bytes | None = None) -> None:
+        """Write namespace.json (again, when a writer brings a deleted namespace back)."""
+        if namespace == SYSTEM:
+            return
+        folder = self.namespace_dir(namespace)
+        if not (folder / "namespace.json").exists():
+            write_atomic(folder / "namespace.json", descriptor or namespace_descriptor(namespace))
+
     def shard(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Shard:
         """The shard holding `kind` records of `scope` in `namespace` (refreshed from disk)."""
+        self.sync_store()
         folder = self.namespace_dir(namespace) / digest(kind, *scope)
         shard = self._shards.get(folder)
         if shard is None:
             dim = self.dim if SCHEMAS[schema].indexed else 0
             descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope)}
             shard = self._shards[folder] = Shard(folder, SCHEMAS[schema], dim, descriptor)
+            shard.on_create = lambda: self._name_namespace(namespace)
+            shard.on_delete = lambda: self.ask_purge(shard)
         shard.refresh()
+        self._purge_if_expired(shard)
         return shard
 
     def memory_shard(self, schema: str = "entries") -> Shard:
@@ -172,11 +228,13 @@ class Engine:
 
     def open_folder(self, folder: Path) -> Shard:
         """A shard by its folder (for maintenance: gc, doctor, checkpoints)."""
+        self.sync_store()
         if folder in self._shards:
             shard = self._shards[folder]
         else:
             shard = self._shards[folder] = self._new_shard(folder)
         shard.refresh()
+        self._purge_if_expired(shard)
         return shard
 
     def open_shards(self) -> list[tuple[Path, Shard]]:
@@ -195,14 +253,36 @@ class Engine:
             raise FileNotFoundError(folder / DESCRIPTOR)
         schema = SCHEMAS[descriptor["schema"]]
         dim = self.dim if schema.indexed else 0
-        return Shard(folder, schema, dim, descriptor)
+        shard = Shard(folder, schema, dim, descriptor)
+        shard.on_delete = lambda: self.ask_purge(shard)
+        return shard
+
+    def discard(self, path: Path) -> None:
+        """Delete a file or folder of the store at once for every reader: it is renamed into
+        HOME/.trash (a reader then finds it gone, never half-deleted), then removed, along with
+        whatever an interrupted discard left there."""
+        trash = ensure_dir(self.home / ".trash")
+        try:
+            os.rename(path, trash / f"{os.getpid()}-{time.monotonic_ns()}-{path.name}")
+        except FileNotFoundError:
+            return
+        for leftover in os.listdir(trash):
+            target = trash / leftover
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                target.unlink(missing_ok=True)
 
     # -- checkpoints ------------------------------------------------------------------------
 
     def after_write(self, shard: Shard, share: float = 1.0) -> None:
-        """Start a checkpoint if the shard's journals are due one."""
+        """Start a checkpoint if the shard's journals are due one (the caller holds no lock)."""
         from . import checkpoint
 
+        if self._deferred and not any(lock.held() for lock in self._locks.values()):
+            for folder in list(self._deferred):  # a purge waits for the builder lock: never under a lock
+                self._deferred.discard(folder)
+                self.purge_folder(folder)
         if shard.folder is None or self.checkpoints == "off" or not checkpoint.due(shard, share):
             return
         if self.checkpoints == "inline":
@@ -210,14 +290,62 @@ class Engine:
         else:
             checkpoint.spawn(self.home, shard.folder)
 
-    def checkpoint_shard(self, shard: Shard, force: bool = False) -> bool:
+    def checkpoint_shard(self, shard: Shard, force: bool = False, wait: bool = False) -> bool:
         from . import checkpoint
 
         namespace = shard.descriptor.get("namespace", SYSTEM)
-        return checkpoint.run(shard, self.lock(namespace), self.embedder.name, force)
+        embedder = self.embedder
+        return checkpoint.run(shard, self.lock(namespace), embedder.name, force, wait, embed=embedder.embed)
 
-    def checkpoint_folder(self, folder: Path, force: bool = False) -> bool:
-        return self.checkpoint_shard(self.open_folder(folder), force)
+    def checkpoint_folder(self, folder: Path, force: bool = False, wait: bool = False) -> bool:
+        return self.checkpoint_shard(self.open_folder(folder), force, wait)
+
+    def ask_purge(self, shard: Shard) -> None:
+        """Have deleted and expired records of `shard` leave the disk soon: leave the marker a
+        purge checkpoint looks for and start one, unless one was asked for a moment ago (it will
+        see the marker: it checks for it under the namespace lock, as deletes set it)."""
+        if shard.folder is None or self.checkpoints == "off" or not shard.folder.exists():
+            return
+        marker = shard.folder / PURGE
+        try:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            try:
+                if time.time() - marker.stat().st_mtime < PURGE_STALE:
+                    return  # a purge is on its way
+                os.utime(marker)
+            except FileNotFoundError:
+                return self.ask_purge(shard)  # the purge took it meanwhile: ask again
+        except OSError:
+            return  # the folder went away, or the disk refuses: the next use asks again
+        if self.checkpoints == "inline":
+            self._deferred.add(shard.folder)
+            self.after_write(shard)
+        else:
+            from . import checkpoint
+
+            checkpoint.spawn(self.home, shard.folder, purge=True)
+
+    def _purge_if_expired(self, shard: Shard) -> None:
+        if shard.next_expiry <= clock.now():
+            self.ask_purge(shard)
+
+    def purge_folder(self, folder: Path) -> int:
+        """Run purge checkpoints of a shard while its marker says one is wanted; each waits for
+        a running checkpoint. Returns how many ran."""
+        from . import checkpoint
+
+        done = 0
+        while (folder / PURGE).exists() and (folder / DESCRIPTOR).exists():
+            shard = self.open_folder(folder)
+            lock = self.lock(shard.descriptor.get("namespace", SYSTEM))
+            embedder = self.embedder
+            if not checkpoint.run(
+                shard, lock, embedder.name, force=True, wait=True, purge=folder / PURGE, embed=embedder.embed
+            ):
+                break
+            done += 1
+        return done
 
     def shutdown(self) -> None:
         """A server's clean exit: start checkpoints for the shards whose journals hold more than

@@ -99,6 +99,10 @@ class Journal:
     def size(self) -> int:
         return os.fstat(self._open()).st_size
 
+    def unlinked(self) -> bool:
+        """Whether the file read and appended to is no longer in the shard (deleted with it)."""
+        return self._fd is not None and os.fstat(self._fd).st_nlink == 0
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -53,6 +53,20 @@ class FileLock:
         self._fd = fd
         return True
 
+    def held(self) -> bool:
+        """Whether this process holds the lock (in any thread)."""
+        return self._depth > 0
+
+    def is_current(self) -> bool:
+        """Whether the file this process holds locked is still the one at `path` (a lock file
+        deleted with its folder, then made anew by another process, locks nothing any more)."""
+        if self._fd is None:
+            return False
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
+        except FileNotFoundError:
+            return False
+
     def __enter__(self) -> FileLock:
         self.acquire()
         return self

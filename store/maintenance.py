@@ -13,8 +13,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,11 @@ import numpy as np
 import orjson
 
 from . import checkpoint, clock
-from .embed import get_embedder
+from .embed import decode_vector, get_embedder
 from .engine import Engine
 from .errors import NotFound
 from .journal import Journal
 from .schemas import SCHEMAS
-from .segment import write_segment
 from .shard import DESCRIPTOR, SEG, WAL, Shard, listing
 
 Progress = Callable[[int, int], None]
@@ -72,50 +71,76 @@ def delete_namespace(engine: Engine, namespace: str) -> dict[str, Any]:
     folder = engine.namespace_dir(namespace)
     if not (folder / "namespace.json").exists():
         raise NotFound(f"no namespace {namespace!r}")
-    with engine.lock(namespace):
-        for name in os.listdir(folder):
-            if name != "lock":
-                path = folder / name
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    while not _delete_contents(engine, namespace, folder):
+        continue
     engine.close()
     return {"namespace": namespace, "deleted": True}
 
 
+def _delete_contents(engine: Engine, namespace: str, folder: Path) -> bool:
+    """Remove everything in the namespace's folder but its lock file, holding the builder lock of
+    every shard (no checkpoint may be writing in a folder being removed) and the namespace lock.
+    False if a shard appeared meanwhile: the caller tries again."""
+    with contextlib.ExitStack() as stack:
+        shards = [f for _, f in engine.shard_folders(folder)]
+        for shard_folder in shards:
+            stack.enter_context(checkpoint.building(shard_folder))
+        with engine.lock(namespace):
+            if any(f not in shards for _, f in engine.shard_folders(folder)):
+                return False
+            for name in os.listdir(folder):
+                if name != "lock":
+                    engine.discard(folder / name)
+    return True
+
+
 def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict[str, Any]:
-    """Re-embed every searchable shard with embedder `name`, then record it with the store."""
+    """Re-embed every searchable shard with embedder `name`.
+
+    The embedder is recorded in store.json first: every process notices it at its next use of a
+    shard and embeds with it from then on, so nothing written after this point has the old
+    dimension. Shards not yet rebuilt may then hold both sizes: readers search their old vectors
+    by words only (see `shard.py`) until the shard's turn comes, under its builder lock and its
+    namespace lock. An interrupted reindex leaves such shards, which `mem doctor` reports and
+    `--repair` (or running the reindex again) re-embeds."""
     embedder = get_embedder(name)
+    engine.close()
+    engine.record_embedder(embedder)
+    engine._embedder = embedder
+    for namespace, _ in engine.namespaces():  # wait for the writes under way, made with the old one
+        with engine.lock(namespace):
+            pass
     targets = [(ns, d, f) for ns, d, f in _shards(engine) if d.get("schema") in ("entries", "entities")]
     total = 0
     for done, (namespace, descriptor, folder) in enumerate(targets, 1):
-        with engine.lock(namespace):
+        with checkpoint.building(folder) as held, engine.lock(namespace):
+            if not held:  # the shard was deleted meanwhile
+                continue
             # dimension 0: read the records only, not the old vectors (they may have another size)
             shard = Shard(folder, SCHEMAS[descriptor["schema"]], 0, descriptor)
             shard.refresh()
             docs = list(shard.docs(clock.now()))
+            shard.close()
             vectors = embedder.embed([shard.schema.text(d) for d in docs]) if docs else np.zeros((0, embedder.dim))
             _replace_checkpoint(folder, shard.schema, docs, vectors, embedder.name)
         total += len(docs)
         if progress:
             progress(done, len(targets))
     engine.close()
-    engine.record_embedder(embedder)
-    engine._embedder = embedder
     return {"embedder": embedder.name, "dim": embedder.dim, "shards": len(targets), "entries": total}
 
 
 def _replace_checkpoint(folder: Path, schema: Any, docs: list[dict], vectors: np.ndarray | None, embedder: str) -> None:
-    """A new checkpoint holding exactly `docs`, covering every journal so far (the caller holds
-    the lock and has read them all); writers continue in a fresh journal."""
+    """A new checkpoint holding exactly `docs`, covering every journal so far. The caller holds
+    the shard's builder lock (`checkpoint.building`: no other build may run, nor remove our
+    temporary folder) and then the namespace lock, and has read every journal; writers continue
+    in a fresh journal."""
     segs, wals = listing(folder)
     gen = max([0, *segs, *wals]) + 1
+    checkpoint.install_segment(folder, gen, docs, vectors, schema, embedder)
     Journal.create(folder / WAL.format(gen + 1), gen + 1)
-    tmp = folder / f"tmp-{gen:08d}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(mode=0o700)
-    write_segment(tmp, docs, vectors, schema, embedder)
-    checkpoint._fsync_tree(tmp)
-    os.rename(tmp, folder / SEG.format(gen))
     checkpoint._remove_replaced(folder, gen)
+    (folder / checkpoint.STATE).unlink(missing_ok=True)
 
 
 # -- doctor ---------------------------------------------------------------------------------
@@ -127,24 +152,44 @@ def doctor(engine: Engine, repair: bool = False) -> list[dict[str, Any]]:
     recorded = engine.recorded_embedder()
     findings += _check_permissions(engine.home)
     for namespace, descriptor, folder in _shards(engine):
-        problems = _check_shard(folder, descriptor, recorded)
+        with checkpoint.building(folder, clean=repair) as held:  # no checkpoint replaces files meanwhile
+            if not held:  # deleted meanwhile
+                continue
+            problems = _check_shard(folder, descriptor, recorded)
         where = f"{namespace}/{descriptor['kind']}" + (
             "/" + "/".join(descriptor["scope"]) if descriptor.get("scope") else ""
         )
         for problem in problems:
             findings.append({"where": where, "problem": problem, "repair": "mem doctor --repair (rebuilds indexes)"})
         if problems and repair:
-            _rebuild(engine, namespace, folder)
+            lost = _rebuild(engine, namespace, folder)
             findings.append({"where": where, "problem": "repaired", "repair": ""})
+            if lost:
+                findings.append({"where": where, "problem": lost, "repair": "mem import (from an export)"})
     return findings
 
 
 def _check_permissions(home: Path) -> list[dict[str, Any]]:
-    loose = [p for p in [home, *home.rglob("*")] if p.exists() and os.stat(p).st_mode & 0o077]
+    """Files and folders others may read. The files of a build under way (inside its `tmp-*`
+    folder, itself owner-only) are skipped: they are made owner-only before the folder is renamed
+    into place. A file a checkpoint deletes while we look is not a finding."""
+    everything = [home]
+    for top, dirs, files in os.walk(home):  # unlike rglob, a folder deleted meanwhile is no error
+        everything += [Path(top) / name for name in (*dirs, *files)]
+    loose = []
+    for path in everything:
+        if any(part.startswith("tmp-") for part in path.relative_to(home).parts[:-1]):
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            loose.append((path, mode))
     return [
-        {"where": str(p.relative_to(home)) or ".", "problem": f"readable by others ({oct(os.stat(p).st_mode & 0o777)})",
+        {"where": str(p.relative_to(home)) or ".", "problem": f"readable by others ({oct(mode & 0o777)})",
          "repair": f"chmod go-rwx '{p}'"}
-        for p in loose
+        for p, mode in loose
     ]  # fmt: skip
 
 
@@ -157,6 +202,8 @@ def _check_shard(folder: Path, descriptor: dict, recorded: dict | None) -> list[
         bad = _bad_journal_lines(folder / WAL.format(gen))
         if bad:
             problems.append(f"{WAL.format(gen)}: {bad} unreadable lines (skipped when read)")
+        if recorded and descriptor.get("schema") in ("entries", "entities"):
+            problems += _check_journal_vectors(folder / WAL.format(gen), int(recorded["dim"]))
     if not segs:
         return problems
     seg = folder / SEG.format(segs[-1])
@@ -202,6 +249,29 @@ def _check_vectors(seg: Path, count: int, recorded: dict | None) -> list[str]:
     return problems
 
 
+def _check_journal_vectors(path: Path, dim: int) -> list[str]:
+    """Vectors in a journal made by another embedder than the recorded one (a writer that had not
+    seen a reindex, or a reindex that was interrupted): not searchable until re-embedded."""
+    wrong: set[int | str] = set()
+    journal = Journal(path, 0)
+    try:
+        for op in journal.read_new():
+            for rec in op.get("recs", ()) if isinstance(op.get("recs"), list) else ():
+                vec = rec.get("vec") if isinstance(rec, dict) else None
+                try:
+                    size = len(decode_vector(vec)) if isinstance(vec, str) else dim
+                except ValueError:
+                    size = -1
+                if size != dim:
+                    wrong.add(size if size >= 0 else "unreadable")
+    finally:
+        journal.close()
+    if not wrong:
+        return []
+    sizes = ", ".join(str(n) for n in sorted(wrong))
+    return [f"{path.name}: vectors of dimension {sizes}, the store's embedder makes {dim}"]
+
+
 def _bad_journal_lines(path: Path) -> int:
     data = path.read_bytes()
     complete = data[: data.rfind(b"\n") + 1]
@@ -214,15 +284,30 @@ def _bad_journal_lines(path: Path) -> int:
     return bad
 
 
-def _rebuild(engine: Engine, namespace: str, folder: Path) -> None:
+def _rebuild(engine: Engine, namespace: str, folder: Path) -> str | None:
     """A fresh checkpoint from the records (read through TinyDB, not the derived offsets) and
-    the journals after it, with vectors and indexes made anew."""
+    the journals after it, with vectors and indexes made anew. A checkpoint whose records cannot
+    be read is never taken for an empty one: it is moved aside (kept, as `damaged-seg-*`), the
+    shard is rebuilt from the journals after it, and the loss is returned to be reported."""
     from .storage import read_all
 
-    with engine.lock(namespace):
+    lost = None
+    with checkpoint.building(folder) as held, engine.lock(namespace):
+        if not held:
+            return None
         segs, wals = listing(folder)
         base = segs[-1] if segs else 0
-        docs = {d["id"]: dict(d) for d in read_all(folder / SEG.format(base) / "data.json")} if segs else {}
+        docs: dict[str, Any] = {}
+        if segs:
+            data = folder / SEG.format(base) / "data.json"
+            try:
+                if not data.is_file():
+                    raise FileNotFoundError(f"{data.name} is missing")
+                docs = {d["id"]: dict(d) for d in read_all(data)}
+            except Exception as exc:  # noqa: BLE001 - whatever broke it, its records are gone
+                aside = folder / f"damaged-{SEG.format(base)}-{int(clock.now())}"
+                os.rename(folder / SEG.format(base), aside)
+                lost = f"{SEG.format(base)}: records unreadable ({exc}), moved to {aside.name}"
         for gen in (g for g in wals if g > base):
             for op in Journal(folder / WAL.format(gen), gen).read_new():
                 for rec in op.get("recs", ()):
@@ -234,3 +319,4 @@ def _rebuild(engine: Engine, namespace: str, folder: Path) -> None:
         vectors = engine.embed([schema.text(d) for d in live]) if schema.indexed and live else None
         _replace_checkpoint(folder, schema, live, vectors, engine.embedder.name)
     engine.close()
+    return lost

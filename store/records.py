@@ -67,10 +67,13 @@ class Collection:
 
     def put(self, *docs: Doc) -> None:
         """Create or replace records (each doc carries its "id")."""
+        epoch = self.engine.epoch
         recs = self._recs(docs)
         self.catch_up()
         with self.engine.lock(self.namespace):
             shard = self.shard
+            if self.engine.epoch != epoch:  # another process reindexed to another embedder
+                recs = self._recs(docs)
             self._check_room(shard, recs)
             shard.append({"op": "put", "recs": recs})
             self._written(shard)
@@ -109,8 +112,9 @@ class Collection:
         with self.engine.lock(self.namespace):
             old = self.require(rid, what)
             shard = self.shard
-            shard.append({"op": "del", "ids": [rid]})
+            shard.append({"op": "del", "ids": [rid]})  # and asks for a purge (see engine.py)
             self._written(shard)
+        self.engine.after_write(shard)
         return old
 
     def delete_many(self, rids: list[str]) -> int:
@@ -122,6 +126,7 @@ class Collection:
             if present:
                 shard.append({"op": "del", "ids": present})
                 self._written(shard)
+        self.engine.after_write(shard)
         return len(present)
 
     def _recs(self, docs: Any) -> list[Doc]:

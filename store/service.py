@@ -118,7 +118,7 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         done = 0
         for _, ns_folder in self.engine.namespaces():
             for _, folder in self.engine.shard_folders(ns_folder):
-                done += self.engine.checkpoint_folder(folder, force)
+                done += self.engine.checkpoint_folder(folder, force, wait=True)
         return done
 
     def close(self) -> None:

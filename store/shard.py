@@ -8,13 +8,25 @@ other processes' writes at the cost of a directory scan. Writers hold the store 
 `refresh()`, decide, then `append()`: the journal line is fsync'd before the call returns.
 
 A shard without a folder lives only in memory (the working tier of a `serve-stdio` session).
+
+A shard deleted or replaced by another process (`mem namespaces delete`, `mem session close`)
+while this one had it open shows in the journals it holds open: their files are unlinked without
+a newer checkpoint covering them. `refresh()` then drops everything it knew and reads the folder
+anew, so a writer (which refreshes under the lock) appends to the live folder, never to a file
+that no longer exists.
+
+Vectors of another dimension than the shard's (written by a process that had not yet seen a
+`mem reindex --embedder` that changed the dimension, or read mid-reindex) are not used: such a
+record or checkpoint is found by its words, keys and tags but not by vector similarity until the
+reindex finishes (or `mem doctor --repair` re-embeds it). A reader never fails on them.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +67,8 @@ class Shard:
         self.schema = schema
         self.dim = dim if schema.indexed else 0
         self.descriptor = descriptor or {}
+        self.on_create: Callable[[], None] | None = None  # called when the folder is first written
+        self.on_delete: Callable[[], None] | None = None  # called after a delete is logged (a purge is due)
         self.seg: Segment | None = None
         self.journals: list[Journal] = []
         self.version = 0
@@ -81,8 +95,8 @@ class Shard:
         assert self.folder is not None
         segs, wals = listing(self.folder)
         newest = segs[-1] if segs else 0
-        if newest != self.seg_gen:
-            self._reset(Segment(self.folder / SEG.format(newest)) if newest else None)
+        if newest != self.seg_gen or any(j.unlinked() for j in self.journals):
+            self._reset(self._open_segment(newest) if newest else None)
         known = {j.gen for j in self.journals}
         for gen in wals:
             if gen > self.seg_gen and gen not in known:
@@ -91,6 +105,16 @@ class Shard:
         for journal in self.journals:
             for op in journal.read_new():
                 self._apply(op)
+
+    def _open_segment(self, gen: int) -> Segment:
+        assert self.folder is not None
+        seg = Segment(self.folder / SEG.format(gen))
+        if self.dim and int(seg.meta["dim"]) != self.dim:  # mid-reindex: words only, no vectors
+            seg.vectors = np.zeros((seg.n, self.dim), dtype=np.float16)
+            if seg.index is not None:
+                seg.index.close()
+            seg.index = _NoNeighbours() if seg.n else None  # type: ignore[assignment]
+        return seg
 
     def _reset(self, seg: Segment | None) -> None:
         for journal in self.journals:
@@ -102,6 +126,10 @@ class Shard:
         self.mem = Memtable(self.dim, self.schema.text if self.schema.indexed else None)
         self.journals = []
         self.version += 1
+        # a lower bound of the records' expiry times: when it is past, something may need purging
+        self.next_expiry = float(seg.expires.min()) if seg is not None and seg.n else math.inf
+        # records whose vectors have another dimension (not searchable by vector; see above)
+        self.foreign_vectors = seg.n if seg is not None and self.dim and int(seg.meta["dim"]) != self.dim else 0
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -114,6 +142,8 @@ class Shard:
         else:
             self._active_journal().append(op)
             self.version += 1
+            if op.get("op") == "del" and self.on_delete is not None:
+                self.on_delete()
 
     def _active_journal(self) -> Journal:
         if self.journals:
@@ -123,6 +153,8 @@ class Shard:
         if not (self.folder / DESCRIPTOR).exists():
             record = {"schema": self.schema.name, **self.descriptor}
             write_atomic(self.folder / DESCRIPTOR, orjson.dumps(record))
+            if self.on_create is not None:
+                self.on_create()
         gen = self.seg_gen + 1
         self.journals.append(Journal.create(self.folder / WAL.format(gen), gen))
         return self.journals[-1]
@@ -141,6 +173,10 @@ class Shard:
         if not self.mem.remove(rid):
             self._bury(rid)
         vec = decode_vector(rec["vec"]) if self.dim and rec.get("vec") else None
+        if vec is not None and len(vec) != self.dim:
+            vec = None  # made with another embedder: see the module's docstring
+            self.foreign_vectors += 1
+        self.next_expiry = min(self.next_expiry, expiry(rec["doc"]))
         self.mem.put(rid, rec["doc"], rec.get("size") or len(orjson.dumps(rec["doc"])), vec)
 
     def _remove(self, rid: str) -> None:
@@ -199,3 +235,13 @@ class Shard:
 
     def close(self) -> None:
         self._reset(None)
+
+
+class _NoNeighbours:
+    """Stands in for the Annoy index of a checkpoint whose vectors have another dimension."""
+
+    def nearest(self, query: np.ndarray, n: int) -> np.ndarray:
+        return np.zeros(0, dtype=np.int64)
+
+    def close(self) -> None:
+        pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from store import clock
 from store.errors import Conflict, InvalidInput, NotFound
 from store.render import count_tokens, fill
 
@@ -221,7 +222,8 @@ def test_additional_variables_placeholder_renders(service):
 
 
 def test_a_query_without_words_returns_nothing_but_no_input_browses(service):
-    for key in ("a", "b", "c"):
+    for second, key in enumerate(("a", "b", "c")):
+        clock.set_offset(second)  # distinct times: newest first is then c, b, a
         service.memory_set(key, f"value {key}", namespace="p")
     pm = create(service, "kv", "p", retrieval={"query_template": "{context.topic}"})
     for inputs in ({"keywords": ["  "]}, {"query": "the"}, {"action": "find"}, {"context": {"other": "x"}}):
