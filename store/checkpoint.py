@@ -64,7 +64,7 @@ def run(shard: Shard, lock: FileLock, embedder: str, force: bool = False) -> boo
             if not shard.journals or not (force or shard.pending_bytes()):
                 return False
             frozen = shard.journals[-1].gen
-            Journal.create(folder / WAL.format(frozen + 1), frozen + 1)
+            Journal.create(folder / WAL.format(frozen + 1), frozen + 1, shard.record())
         _build(shard, folder, frozen, embedder)
         _remove_replaced(folder, frozen)
         return True
@@ -89,7 +89,7 @@ def _build(shard: Shard, folder: Path, gen: int, embedder: str) -> None:
     tmp = folder / f"tmp-{gen:08d}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(mode=0o700)
-    write_segment(tmp, docs, matrix, shard.schema, embedder)
+    write_segment(tmp, docs, matrix, shard.schema, embedder, shard.record())
     _fsync_tree(tmp)
     os.rename(tmp, folder / SEG.format(gen))
     fsync_dir(folder)

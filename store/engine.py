@@ -16,17 +16,19 @@ import os
 from pathlib import Path
 
 import numpy as np
-import orjson
 
 from .embed import DEFAULT, Embedder, get_embedder
-from .errors import StoreMismatch
+from .errors import Damaged, StoreMismatch
+from .integrity import read_sealed, seal
 from .locking import FileLock
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
-from .shard import DESCRIPTOR, Shard
+from .log import logger
+from .shard import DESCRIPTOR, Shard, recorded_descriptor
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
-FORMAT = 1
+FORMAT = 2  # 2: journal lines, descriptors and checkpoint files carry checksums (format 1 still read)
+NAMESPACE = "namespace.json"
 
 
 class Engine:
@@ -68,10 +70,11 @@ class Engine:
         return self.embedder.dim
 
     def recorded_embedder(self) -> dict | None:
-        """The embedder the store's vectors were made with (store.json), read once."""
+        """The embedder the store's vectors were made with (store.json), read once; `Damaged`
+        if the file cannot be trusted (`mem doctor --repair` restores it from the checkpoints)."""
         if self._recorded is None:
             try:
-                self._recorded = orjson.loads((self.home / "store.json").read_bytes())
+                self._recorded = read_sealed(self.home / "store.json", {"embedder": str, "dim": int})
             except FileNotFoundError:
                 return None
         return self._recorded
@@ -79,7 +82,7 @@ class Engine:
     def record_embedder(self, embedder: Embedder) -> None:
         ensure_dir(self.home)
         meta = {"format": FORMAT, "embedder": embedder.name, "dim": embedder.dim}
-        write_atomic(self.home / "store.json", orjson.dumps(meta))
+        write_atomic(self.home / "store.json", seal(meta))
         self._recorded = meta
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -99,8 +102,8 @@ class Engine:
         folder = self.namespace_dir(namespace)
         if folder not in self._locks:
             ensure_dir(folder)
-            if namespace != SYSTEM and not (folder / "namespace.json").exists():
-                write_atomic(folder / "namespace.json", orjson.dumps({"namespace": namespace}))
+            if namespace != SYSTEM and not (folder / NAMESPACE).exists():
+                write_atomic(folder / NAMESPACE, seal({"namespace": namespace}))
             self._locks[folder] = FileLock(folder / "lock")
         return self._locks[folder]
 
@@ -121,14 +124,22 @@ class Engine:
         return Shard(None, SCHEMAS[schema], dim)
 
     def namespaces(self) -> list[tuple[str, Path]]:
-        """(name, folder) of every namespace on disk."""
+        """(name, folder) of every namespace on disk. A namespace whose `namespace.json` is lost
+        or damaged is named by its shards' descriptors (which hold the name too), with a warning."""
         found = []
-        for folder in sorted((self.home / "ns").glob("*")):
-            try:
-                found.append((orjson.loads((folder / "namespace.json").read_bytes())["namespace"], folder))
-            except (FileNotFoundError, orjson.JSONDecodeError):
-                continue
+        for folder in sorted(p for p in (self.home / "ns").glob("*") if p.is_dir()):
+            name = namespace_name(folder) or self._name_from_shards(folder)
+            if name is not None:
+                found.append((name, folder))
         return found
+
+    def _name_from_shards(self, folder: Path) -> str | None:
+        for descriptor, _ in self.shard_folders(folder):
+            name = descriptor.get("namespace")
+            if isinstance(name, str) and digest(name) == folder.name:
+                logger("engine").warning("%s is missing or damaged: run `mem doctor --repair`", folder / NAMESPACE)
+                return name
+        return None
 
     def shard_folders(self, namespace_folder: Path) -> list[tuple[dict, Path]]:
         """(descriptor, folder) of every shard of a namespace (a write checks the namespace's
@@ -141,11 +152,16 @@ class Engine:
         return found
 
     def descriptor(self, folder: Path) -> dict | None:
+        """The shard's `shard.json`, or if it is lost or damaged (with a warning) the copy kept
+        in its checkpoint's manifest or journal headers; None for a folder that is no shard yet."""
         if folder not in self._descriptors:
-            try:
-                self._descriptors[folder] = orjson.loads((folder / DESCRIPTOR).read_bytes())
-            except (FileNotFoundError, orjson.JSONDecodeError):
-                return None  # not a shard yet (or being created): look again next time
+            descriptor = shard_descriptor(folder)
+            if descriptor is None:
+                descriptor = recorded_descriptor(folder)
+                if descriptor is None:
+                    return None  # not a shard yet (or being created): look again next time
+                logger("engine").warning("%s is missing or damaged: run `mem doctor --repair`", folder / DESCRIPTOR)
+            self._descriptors[folder] = descriptor
         return self._descriptors[folder]
 
     def open_folder(self, folder: Path) -> Shard:
@@ -196,3 +212,19 @@ class Engine:
         for shard in self._shards.values():
             shard.close()
         self._shards.clear()
+
+
+def namespace_name(folder: Path) -> str | None:
+    """The name in a namespace folder's `namespace.json`, None if it is missing or damaged."""
+    try:
+        return read_sealed(folder / NAMESPACE, {"namespace": str})["namespace"]
+    except (FileNotFoundError, Damaged):
+        return None
+
+
+def shard_descriptor(folder: Path) -> dict | None:
+    """A shard folder's `shard.json`, None if it is missing or damaged."""
+    try:
+        return read_sealed(folder / DESCRIPTOR, {"kind": str, "schema": str})
+    except (FileNotFoundError, Damaged):
+        return None

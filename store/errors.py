@@ -62,3 +62,10 @@ class StoreMismatch(MemError):
 
     code = "runtime_error"
     exit_code = 1
+
+
+class Damaged(MemError):
+    """A file of the store failed its checksum or cannot be read; `mem doctor --repair` salvages."""
+
+    code = "runtime_error"
+    exit_code = 1

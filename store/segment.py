@@ -5,6 +5,14 @@ file) it holds numpy columns for filtering and ordering without parsing records 
 `updated`, `scores`, `sizes`, id hashes), tag postings, and for searchable shards the vectors
 (float16), the BM25 postings and the Annoy index. Built in a temporary folder and renamed into
 place, so a reader sees a whole checkpoint or none.
+
+`manifest.json`, written last, lists every file with its size and checksum, and keeps a copy of
+the shard's descriptor and of the embedder (from which `mem doctor --repair` restores
+`shard.json` and `store.json`). Opening a checkpoint checks every file against it except
+`data.json`, whose records are checked one by one as they are read (`checksums.npy`). A damaged
+Annoy index is never loaded (random bytes in it crash Annoy): search falls back to exact
+scoring and a warning says so. Any other damaged file makes the shard unreadable with an error
+naming the file, rather than answers computed from garbage; `mem doctor --repair` rebuilds it.
 """
 
 from __future__ import annotations
@@ -20,8 +28,11 @@ import numpy as np
 import orjson
 
 from . import index as ann
+from .errors import Damaged
+from .integrity import CHECKSUMS, file_problem, read_manifest, record_checksum, write_manifest
 from .lexical import SegmentLexicon, write_segment_lexicon
 from .schemas import Schema
+from .log import logger
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
@@ -43,10 +54,20 @@ def expiry(doc: dict[str, Any]) -> float:
 
 
 def write_segment(
-    folder: Path, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None, schema: Schema, embedder: str
+    folder: Path,
+    docs: Sequence[dict[str, Any]],
+    vectors: np.ndarray | None,
+    schema: Schema,
+    embedder: str,
+    descriptor: dict[str, Any] | None = None,
 ) -> None:
-    """Write a complete checkpoint of `docs` (each with an "id") into the empty `folder`."""
+    """Write a complete checkpoint of `docs` (each with an "id") into the empty `folder`; the
+    shard's `descriptor` is kept in its manifest."""
     spans = write_records(folder / DATA, docs)
+    with open(folder / DATA, "rb") as f:
+        data = f.read()
+    sums = np.array([record_checksum(data[start:end]) for start, end in spans], dtype=np.uint64)
+    np.save(folder / CHECKSUMS, sums)
     hashes = np.array([id_hash(d["id"]) for d in docs], dtype=np.uint64)
     columns: dict[str, np.ndarray] = {
         "offsets": np.array(spans, dtype=np.int64).reshape(-1, 2),
@@ -73,6 +94,8 @@ def write_segment(
     sizes = columns["offsets"][:, 1] - columns["offsets"][:, 0]
     meta = {"count": len(docs), "bytes": int(sizes.sum()), "schema": schema.name, "dim": dim, "embedder": embedder}
     (folder / "meta.json").write_bytes(orjson.dumps(meta))
+    shard = {"schema": schema.name, **(descriptor or {})}
+    write_manifest(folder, {"meta": meta, "shard": shard})
 
 
 class Segment:
@@ -81,6 +104,8 @@ class Segment:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.gen = int(folder.name.split("-")[1])
+        self.manifest = read_manifest(folder)
+        index_ok = self._verify()
         self.meta = orjson.loads((folder / "meta.json").read_bytes())
         self.n = int(self.meta["count"])
         # Every file is opened (mapped or read) now: a checkpoint may delete this folder at any
@@ -95,7 +120,31 @@ class Segment:
         dim = int(self.meta["dim"])
         self.vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
         self.lexicon = SegmentLexicon(folder) if dim else None
-        self.index = ann.Index(folder, dim) if dim and self.n else None
+        self.index = ann.Index(folder, dim) if dim and self.n and index_ok else None
+        self._sums = self._array("checksums") if self.manifest is not None and CHECKSUMS in self.manifest["files"] else None
+
+    def _verify(self) -> bool:
+        """Check every file against the manifest (data.json by size: its records are checked as
+        they are read); raise `Damaged` naming a bad file. Returns whether the Annoy index may be
+        loaded: not when it is damaged (search is then exact), nor without a manifest (a
+        checkpoint of an older version, or one whose manifest was lost: `mem doctor` reports it)."""
+        if self.manifest is None:
+            if (self.folder / ann.FILE).exists():
+                logger("segment").warning("%s has no manifest: its index is not used (run `mem doctor`)", self.folder)
+            return False
+        index_ok = True
+        for name, entry in self.manifest["files"].items():
+            problem = file_problem(self.folder, name, entry, full=name != DATA)
+            if problem is None:
+                continue
+            if name == ann.FILE:
+                logger("segment").warning("%s/%s is damaged (%s): searching exactly; run `mem doctor --repair`",
+                                          self.folder, name, problem)  # fmt: skip
+                index_ok = False
+            else:
+                path = self.folder / name
+                raise Damaged(f"{path} is damaged ({problem}): run `mem doctor --repair`", {"file": str(path)})
+        return index_ok
 
     def _array(self, name: str) -> np.ndarray:
         """A memory-mapped column, as a plain ndarray view (indexing np.memmap is much slower)."""
@@ -128,7 +177,15 @@ class Segment:
 
     def doc(self, row: int) -> dict[str, Any]:
         start, end = self.offsets[row]
-        return self._records.load(int(start), int(end))
+        raw = self._records.raw(int(start), int(end))
+        if self._sums is not None and record_checksum(raw) != int(self._sums[row]):
+            path = self.folder / DATA
+            raise Damaged(f"{path} is damaged (record {row + 1}): run `mem doctor --repair`", {"file": str(path)})
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:  # an older checkpoint, without record checksums
+            path = self.folder / DATA
+            raise Damaged(f"{path} is damaged (record {row + 1}): run `mem doctor --repair`", {"file": str(path)}) from None
 
     def find(self, rid: str) -> int | None:
         """The row holding record `rid`, if the checkpoint has it."""
