@@ -21,9 +21,9 @@ from .embed import DEFAULT, Embedder, get_embedder
 from .errors import Damaged, StoreMismatch
 from .integrity import read_sealed, seal
 from .locking import FileLock
+from .log import logger
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
-from .log import logger
 from .shard import DESCRIPTOR, Shard, recorded_descriptor
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)

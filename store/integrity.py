@@ -40,7 +40,7 @@ MANIFEST = "manifest.json"
 CHECKSUMS = "checksums.npy"  # one xxh3-64 per record of data.json, row order
 
 
-def checksum(data: bytes | memoryview) -> str:
+def checksum(data: bytes | memoryview | mmap.mmap) -> str:
     return xxhash.xxh3_64_hexdigest(data)
 
 
@@ -83,15 +83,20 @@ def read_sealed(path: Path, required: dict[str, type] | None = None, sealed_only
     raw = path.read_bytes().strip()
     payload, verdict = unseal(raw)
     if verdict is False or (verdict is None and sealed_only):
-        raise Damaged(f"{path} is damaged (checksum mismatch): run `mem doctor --repair`", {"file": str(path)})
+        raise damaged(path, "checksum mismatch")
     try:
         obj = orjson.loads(payload)
     except orjson.JSONDecodeError:
-        raise Damaged(f"{path} is damaged (not JSON): run `mem doctor --repair`", {"file": str(path)}) from None
+        raise damaged(path, "not JSON") from None
     for key, kind in (required or {}).items():
         if not isinstance(obj, dict) or not isinstance(obj.get(key), kind):
-            raise Damaged(f"{path} is damaged (no valid {key!r}): run `mem doctor --repair`", {"file": str(path)})
+            raise damaged(path, f"no valid {key!r}")
     return obj
+
+
+def damaged(path: Path, why: str) -> Damaged:
+    """The error for a damaged file: names it, says why, and what to run."""
+    return Damaged(f"{path} is damaged ({why}): run `mem doctor --repair`", {"file": str(path), "why": why})
 
 
 # -- journal lines ---------------------------------------------------------------------------

@@ -11,8 +11,11 @@ the shard's descriptor and of the embedder (from which `mem doctor --repair` res
 `shard.json` and `store.json`). Opening a checkpoint checks every file against it except
 `data.json`, whose records are checked one by one as they are read (`checksums.npy`). A damaged
 Annoy index is never loaded (random bytes in it crash Annoy): search falls back to exact
-scoring and a warning says so. Any other damaged file makes the shard unreadable with an error
-naming the file, rather than answers computed from garbage; `mem doctor --repair` rebuilds it.
+scoring and a warning says so. When another derived file (a column, the postings, the tags) is
+damaged but the records and vectors are intact, `open_segment` rebuilds the derived files in a
+private temporary folder and answers from those, with a warning (the next checkpoint, or `mem
+doctor --repair`, writes them back for good). Otherwise the shard's reads fail with an error
+naming the damaged file, rather than answers computed from garbage.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ import orjson
 
 from . import index as ann
 from .errors import Damaged
-from .integrity import CHECKSUMS, file_problem, read_manifest, record_checksum, write_manifest
+from .integrity import CHECKSUMS, damaged, file_problem, read_manifest, record_checksum, write_manifest
 from .lexical import SegmentLexicon, write_segment_lexicon
-from .schemas import Schema
 from .log import logger
+from .schemas import Schema
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
@@ -98,6 +101,47 @@ def write_segment(
     write_manifest(folder, {"meta": meta, "shard": shard})
 
 
+def open_segment(folder: Path) -> Segment:
+    """The checkpoint in `folder`; if a derived file is damaged but `data.json` and the vectors
+    pass their checksums, a stand-in rebuilt from them (see the module's docstring)."""
+    try:
+        return Segment(folder)
+    except Damaged as exc:
+        stand_in = _rebuilt(folder)
+        if stand_in is None:
+            raise
+        logger("segment").warning("%s: answering from a rebuilt copy; run `mem doctor --repair`", exc.message)
+        return stand_in
+
+
+def _rebuilt(folder: Path) -> Segment | None:
+    """A Segment over derived files made anew from the trusted records and vectors, or None."""
+    import shutil
+    import tempfile
+
+    from .schemas import SCHEMAS
+
+    manifest = read_manifest(folder)  # raises Damaged itself if it cannot be trusted
+    files = manifest["files"] if manifest else {}
+    trusted = ("data.json", "vectors.npy") if "vectors.npy" in files else ("data.json",)
+    if manifest is None or any(name not in files or file_problem(folder, name, files[name]) for name in trusted):
+        return None
+    meta, shard = manifest["meta"], manifest.get("shard", {})
+    docs = list(orjson.loads((folder / DATA).read_bytes())["records"].values())  # its checksum held
+    if len(docs) != meta["count"]:
+        return None
+    vectors = np.load(folder / "vectors.npy").astype(np.float32) if "vectors.npy" in files else None
+    tmp = Path(tempfile.mkdtemp(prefix="mem-rebuilt-"))
+    try:
+        (tmp / folder.name).mkdir()
+        write_segment(tmp / folder.name, docs, vectors, SCHEMAS[meta["schema"]], meta["embedder"], shard)
+        segment = Segment(tmp / folder.name)  # every file is open or read now: the folder can go
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    segment.folder = folder
+    return segment
+
+
 class Segment:
     """Read access to a checkpoint folder: big arrays memory-mapped, small files read at once."""
 
@@ -121,16 +165,16 @@ class Segment:
         self.vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
         self.lexicon = SegmentLexicon(folder) if dim else None
         self.index = ann.Index(folder, dim) if dim and self.n and index_ok else None
-        self._sums = self._array("checksums") if self.manifest is not None and CHECKSUMS in self.manifest["files"] else None
+        sealed = self.manifest is not None and CHECKSUMS in self.manifest["files"]
+        self._sums = self._array("checksums") if sealed else None  # older checkpoints have none
 
     def _verify(self) -> bool:
         """Check every file against the manifest (data.json by size: its records are checked as
         they are read); raise `Damaged` naming a bad file. Returns whether the Annoy index may be
         loaded: not when it is damaged (search is then exact), nor without a manifest (a
         checkpoint of an older version, or one whose manifest was lost: `mem doctor` reports it)."""
-        if self.manifest is None:
-            if (self.folder / ann.FILE).exists():
-                logger("segment").warning("%s has no manifest: its index is not used (run `mem doctor`)", self.folder)
+        if self.manifest is None:  # info, not a warning: every command would repeat it until a checkpoint
+            logger("segment").info("%s has no manifest: its index is not used (see `mem doctor`)", self.folder)
             return False
         index_ok = True
         for name, entry in self.manifest["files"].items():
@@ -142,8 +186,7 @@ class Segment:
                                           self.folder, name, problem)  # fmt: skip
                 index_ok = False
             else:
-                path = self.folder / name
-                raise Damaged(f"{path} is damaged ({problem}): run `mem doctor --repair`", {"file": str(path)})
+                raise damaged(self.folder / name, problem)
         return index_ok
 
     def _array(self, name: str) -> np.ndarray:
@@ -179,13 +222,14 @@ class Segment:
         start, end = self.offsets[row]
         raw = self._records.raw(int(start), int(end))
         if self._sums is not None and record_checksum(raw) != int(self._sums[row]):
-            path = self.folder / DATA
-            raise Damaged(f"{path} is damaged (record {row + 1}): run `mem doctor --repair`", {"file": str(path)})
+            raise self._damaged_record(row)
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:  # an older checkpoint, without record checksums
-            path = self.folder / DATA
-            raise Damaged(f"{path} is damaged (record {row + 1}): run `mem doctor --repair`", {"file": str(path)}) from None
+            raise self._damaged_record(row) from None
+
+    def _damaged_record(self, row: int) -> Damaged:
+        return damaged(self.folder / DATA, f"record {row + 1}")
 
     def find(self, rid: str) -> int | None:
         """The row holding record `rid`, if the checkpoint has it."""

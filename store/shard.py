@@ -28,7 +28,7 @@ from .journal import Journal, Op
 from .memtable import Memtable
 from .paths import ensure_dir, write_atomic
 from .schemas import Schema
-from .segment import Segment, expiry
+from .segment import Segment, expiry, open_segment
 
 WAL = "wal-{:08d}.ndjson"
 SEG = "seg-{:08d}"
@@ -87,7 +87,8 @@ def check_chain(folder: Path, newest: int, wals: list[int]) -> None:
     if after and after[0] != newest + 1:
         lost = folder / SEG.format(after[0] - 1)
         raise MissingCheckpoint(
-            f"{lost} is missing (the journals after it remain): run `mem doctor --repair`", {"file": str(lost)}
+            f"{lost} is missing (the journals after it remain): run `mem doctor --repair`",
+            {"file": str(lost), "why": "missing"},
         )
 
 
@@ -125,7 +126,7 @@ class Shard:
         newest = segs[-1] if segs else 0
         check_chain(self.folder, newest, wals)
         if newest != self.seg_gen:
-            self._reset(Segment(self.folder / SEG.format(newest)) if newest else None)
+            self._reset(open_segment(self.folder / SEG.format(newest)) if newest else None)
         known = {j.gen for j in self.journals}
         for gen in wals:
             if gen > self.seg_gen and gen not in known:
