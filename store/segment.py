@@ -39,6 +39,10 @@ from .schemas import Schema
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
+# Checked by size on open, their checksums later: records one by one as they are read, the index
+# before it is loaded; the vectors only by `mem doctor` (damaged vectors give poor rankings, never
+# a crash, and hashing them would double the cost of opening a large checkpoint).
+CHECKED_LATER = (DATA, "vectors.npy", ann.FILE)
 EXACT_CACHE = 20_000  # checkpoints up to this size keep a float32 copy of their vectors (20 MB)
 
 
@@ -164,21 +168,21 @@ class Segment:
         dim = int(self.meta["dim"])
         self.vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
         self.lexicon = SegmentLexicon(folder) if dim else None
-        self.index = ann.Index(folder, dim) if dim and self.n and index_ok else None
+        self._index_ok = bool(dim and self.n and index_ok)
         sealed = self.manifest is not None and CHECKSUMS in self.manifest["files"]
         self._sums = self._array("checksums") if sealed else None  # older checkpoints have none
 
     def _verify(self) -> bool:
-        """Check every file against the manifest (data.json by size: its records are checked as
-        they are read); raise `Damaged` naming a bad file. Returns whether the Annoy index may be
-        loaded: not when it is damaged (search is then exact), nor without a manifest (a
-        checkpoint of an older version, or one whose manifest was lost: `mem doctor` reports it)."""
+        """Check every file against the manifest (see CHECKED_LATER); raise `Damaged` naming a
+        bad file. Returns whether the Annoy index may be loaded: not when its size is wrong
+        (search is then exact), nor without a manifest (a checkpoint of an older version, or one
+        whose manifest was lost: `mem doctor` reports it)."""
         if self.manifest is None:  # info, not a warning: every command would repeat it until a checkpoint
             logger("segment").info("%s has no manifest: its index is not used (see `mem doctor`)", self.folder)
             return False
         index_ok = True
         for name, entry in self.manifest["files"].items():
-            problem = file_problem(self.folder, name, entry, full=name != DATA)
+            problem = file_problem(self.folder, name, entry, full=name not in CHECKED_LATER)
             if problem is None:
                 continue
             if name == ann.FILE:
@@ -188,6 +192,24 @@ class Segment:
             else:
                 raise damaged(self.folder / name, problem)
         return index_ok
+
+    @cached_property
+    def index(self) -> ann.Index | None:
+        """The Annoy index, loaded on first use (most commands never search a checkpoint big
+        enough to need it) and only after its checksum held: random bytes crash Annoy. None
+        means search exactly: no index, a damaged one, or one a checkpoint removed meanwhile."""
+        if not self._index_ok:
+            return None
+        assert self.manifest is not None
+        try:
+            problem = file_problem(self.folder, ann.FILE, self.manifest["files"][ann.FILE])
+            if problem is None:
+                return ann.Index(self.folder, int(self.meta["dim"]))
+        except FileNotFoundError:
+            return None
+        logger("segment").warning("%s/%s is damaged (%s): searching exactly; run `mem doctor --repair`",
+                                  self.folder, ann.FILE, problem)  # fmt: skip
+        return None
 
     def _array(self, name: str) -> np.ndarray:
         """A memory-mapped column, as a plain ndarray view (indexing np.memmap is much slower)."""
@@ -250,5 +272,6 @@ class Segment:
 
     def close(self) -> None:
         self._records.close()
-        if self.index is not None:
-            self.index.close()
+        index = self.__dict__.get("index")  # only if it was loaded
+        if index is not None:
+            index.close()

@@ -210,12 +210,19 @@ def test_damage_is_detected_named_and_salvaged(home, what):
     assert again.returncode == 0 and b"warning" not in again.stderr.lower(), again.stderr
 
 
-def test_a_damaged_index_is_never_loaded_and_search_falls_back_to_exact(home):
+def test_a_damaged_index_is_never_loaded_and_search_falls_back_to_exact(home, monkeypatch):
+    from store import search
+
+    monkeypatch.setattr(search, "EXACT_MAX", 0)  # search these 30 checkpointed rows through the index
+    monkeypatch.setattr(search, "MIN_FETCH", 1)
     shard = build(home)
+    svc = MemoryService(home)
+    hits = svc.retrieve(svc.scope("proj", "alice"), query="fact 3 about topic3", limit=3, explain=True)["entries"]
+    assert hits[0]["key"] == {"k": 3} and hits[0]["explain"]["path"] == "index"
     overwrite_randomly(next(shard.glob("seg-*/index.ann")))
     svc = MemoryService(home)
-    hits = svc.retrieve(svc.scope("proj", "alice"), query="fact 3 about topic3", limit=3)["entries"]
-    assert hits[0]["key"] == {"k": 3}
+    hits = svc.retrieve(svc.scope("proj", "alice"), query="fact 3 about topic3", limit=3, explain=True)["entries"]
+    assert hits[0]["key"] == {"k": 3} and hits[0]["explain"]["path"] == "exact"
     assert svc.engine.shard("proj", "semantic", schema="entries").seg.index is None
 
 
