@@ -27,7 +27,7 @@ from .journal import Journal
 from .locking import FileLock
 from .paths import fsync_dir
 from .segment import write_segment
-from .shard import SEG, WAL, Shard, listing
+from .shard import DAMAGED, SEG, WAL, Shard, listing
 
 # A checkpoint rewrites the shard (O(n)), so it runs when the journals reach a share of the
 # checkpoint's size: amortised O(1) a write. Every reader replays the journals (~50 us an entry),
@@ -66,6 +66,7 @@ def run(shard: Shard, lock: FileLock, embedder: str, force: bool = False) -> boo
             frozen = shard.journals[-1].gen
             Journal.create(folder / WAL.format(frozen + 1), frozen + 1, shard.record())
         _build(shard, folder, frozen, embedder)
+        _keep_damaged(shard, folder, frozen)
         _remove_replaced(folder, frozen)
         return True
     finally:
@@ -93,6 +94,14 @@ def _build(shard: Shard, folder: Path, gen: int, embedder: str) -> None:
     _fsync_tree(tmp)
     os.rename(tmp, folder / SEG.format(gen))
     fsync_dir(folder)
+
+
+def _keep_damaged(shard: Shard, folder: Path, gen: int) -> None:
+    """Move journals with damaged lines aside (`damaged-wal-...`) instead of deleting them, so
+    `mem doctor` still reports the writes they lost (and `--repair` counts, then removes them)."""
+    for journal in shard.journals:
+        if journal.gen <= gen and journal.skipped:
+            os.rename(journal.path, folder / f"{DAMAGED}{journal.path.name}")
 
 
 def _fsync_tree(folder: Path) -> None:

@@ -40,6 +40,7 @@ class Journal:
         self._fd: int | None = None
         self._lines = 0  # complete lines read so far (for naming a bad one)
         self._sealed = False  # a sealed line was read: every later line must be sealed too
+        self.skipped = 0  # damaged lines skipped (a checkpoint keeps such a journal aside)
 
     @classmethod
     def create(cls, path: Path, gen: int, descriptor: dict[str, Any] | None = None) -> Journal:
@@ -75,6 +76,7 @@ class Journal:
             self._lines += 1
             op, problem, self._sealed = parse_line(line, self._sealed)
             if op is None:
+                self.skipped += 1
                 logger("journal").warning(
                     "skipping line %d of %s (%s): run `mem doctor`", self._lines, self.path, problem
                 )

@@ -34,7 +34,7 @@ from .paths import digest, write_atomic
 from .salvage import Salvage, salvage_shard
 from .schemas import SCHEMAS
 from .segment import expiry, write_segment
-from .shard import DESCRIPTOR, SEG, WAL, MissingCheckpoint, Shard, check_chain, listing, recorded_descriptor
+from .shard import DAMAGED, DESCRIPTOR, SEG, WAL, MissingCheckpoint, Shard, check_chain, listing, recorded_descriptor
 
 Progress = Callable[[int, int], None]
 
@@ -251,6 +251,9 @@ def _check_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict,
     for gen in (g for g in wals if g > base):
         _, bad = scan_journal(folder / WAL.format(gen))
         problems += [(folder / WAL.format(gen), f"line {n}: {why} (skipped when read)") for n, why in bad]
+    for kept in sorted(folder.glob(f"{DAMAGED}*")):
+        count = len(scan_journal(kept)[1])
+        problems.append((kept, f"kept aside by a checkpoint: {count} damaged lines were not folded in"))
     if base:
         problems += _check_checkpoint(engine, folder / SEG.format(base), descriptor)
     if not problems:
@@ -333,5 +336,7 @@ def _repair_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict
         schema = SCHEMAS[descriptor["schema"]]
         vectors = engine.embed([schema.text(d) for d in live]) if schema.indexed and live else None
         _replace_checkpoint(folder, schema, live, vectors, engine.embedder.name, descriptor)
+        for kept in folder.glob(f"{DAMAGED}*"):  # counted as lost by the salvage
+            kept.unlink()
     engine.close()
     return saved

@@ -18,7 +18,7 @@ import orjson
 
 from .errors import Damaged
 from .integrity import CHECKSUMS, file_problem, read_manifest, record_checksum, scan_journal, scan_records
-from .shard import SEG, WAL, MissingCheckpoint, check_chain, listing
+from .shard import DAMAGED, SEG, WAL, MissingCheckpoint, check_chain, listing
 
 
 @dataclass
@@ -49,6 +49,8 @@ def salvage_shard(folder: Path) -> Salvage:
     except MissingCheckpoint as exc:
         result.missing = exc.detail["file"]
         base = 0  # the checkpoint the journals build on is gone: older ones would resurrect stale data
+    for kept in folder.glob(f"{DAMAGED}*"):  # its valid lines are in the checkpoint already
+        result.bad_lines += len(scan_journal(kept)[1])
     for gen in (g for g in wals if g > base):
         ops, bad = scan_journal(folder / WAL.format(gen))
         result.bad_lines += len(bad)

@@ -33,6 +33,7 @@ from .segment import Segment, expiry, open_segment
 WAL = "wal-{:08d}.ndjson"
 SEG = "seg-{:08d}"
 DESCRIPTOR = "shard.json"
+DAMAGED = "damaged-"  # prefix of a journal with damaged lines that a checkpoint kept aside
 _NAME = re.compile(r"^(wal|seg)-(\d{8})(\.ndjson)?$")
 
 

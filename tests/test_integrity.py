@@ -269,3 +269,16 @@ def test_reads_answer_from_a_rebuilt_copy_while_a_column_is_damaged(home, caplog
     svc.checkpoint(force=True)  # the next checkpoint writes the derived files back for good
     assert MemoryService(home).doctor() == []
     assert keys_in_store(home) == set(range(CHECKPOINTED + LATER))
+
+
+def test_a_checkpoint_keeps_a_journal_with_damaged_lines_aside_for_doctor(home):
+    shard = build(home)
+    (wal,) = [p for p in shard.glob("wal-*") if b'"doc":' in p.read_bytes()]
+    wal.write_bytes(wal.read_bytes().replace(b"later fact", b"LATER FACT", 1))
+    MemoryService(home).checkpoint(force=True)  # folds the valid lines in; the damaged one is not lost silently
+    findings = MemoryService(home).doctor()
+    assert [f["where"] for f in findings] == [str((shard / f"damaged-{wal.name}").relative_to(home))]
+    repaired = MemoryService(home).doctor(repair=True)
+    assert [f["lost"] for f in repaired if f["where"] == str(shard.relative_to(home))] == [1]
+    assert MemoryService(home).doctor() == []
+    assert keys_in_store(home) == set(range(CHECKPOINTED + LATER)) - {CHECKPOINTED}
