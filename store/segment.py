@@ -143,6 +143,7 @@ def _rebuilt(folder: Path) -> Segment | None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     segment.folder = folder
+    segment._index_ok = False  # its index went with the temporary folder: search exactly
     return segment
 
 
@@ -206,6 +207,8 @@ class Segment:
             if problem is None:
                 return ann.Index(self.folder, int(self.meta["dim"]))
         except FileNotFoundError:
+            problem = "missing"
+        if problem == "missing":  # a checkpoint replaced this one meanwhile: the next refresh sees it
             return None
         logger("segment").warning("%s/%s is damaged (%s): searching exactly; run `mem doctor --repair`",
                                   self.folder, ann.FILE, problem)  # fmt: skip

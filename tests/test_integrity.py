@@ -282,3 +282,14 @@ def test_a_checkpoint_keeps_a_journal_with_damaged_lines_aside_for_doctor(home):
     assert [f["lost"] for f in repaired if f["where"] == str(shard.relative_to(home))] == [1]
     assert MemoryService(home).doctor() == []
     assert keys_in_store(home) == set(range(CHECKPOINTED + LATER)) - {CHECKPOINTED}
+
+
+def test_an_index_removed_before_its_first_use_is_not_needed(home):
+    build(home)
+    reader = MemoryService(home)
+    old = reader.engine.shard("proj", "semantic", schema="entries").seg  # opened without its index
+    writer = MemoryService(home)
+    writer.store(writer.scope("proj", "alice"), [{"key": {"k": 99}, "content": "one more", "tier": "semantic"}])
+    writer.checkpoint(force=True)  # replaces (and deletes) the checkpoint the reader holds
+    assert not old.folder.exists() and old.index is None  # search over it is exact, not a failure
+    assert old.doc(0)["id"]  # what was opened stays readable
