@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import mmap
+import os
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -32,17 +34,18 @@ import orjson
 
 from . import index as ann
 from .errors import Damaged
-from .integrity import CHECKSUMS, damaged, file_problem, read_manifest, record_checksum, write_manifest
+from .integrity import CHECKSUMS, checksum, damaged, file_problem, read_manifest, record_checksum, write_manifest
 from .lexical import SegmentLexicon, write_segment_lexicon
 from .log import logger
 from .schemas import Schema
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
-# Checked by size on open, their checksums later: records one by one as they are read, the index
-# before it is loaded; the vectors only by `mem doctor` (damaged vectors give poor rankings, never
-# a crash, and hashing them would double the cost of opening a large checkpoint).
-CHECKED_LATER = (DATA, "vectors.npy", ann.FILE)
+# Checked by size on open, their checksums on first use: records one by one as they are read, the
+# vectors when a search or a checkpoint first reads them, the index before it is loaded (most
+# commands need none of them, and these are the big files).
+VECTORS = "vectors.npy"
+CHECKED_LATER = (DATA, VECTORS, ann.FILE)
 EXACT_CACHE = 20_000  # checkpoints up to this size keep a float32 copy of their vectors (20 MB)
 
 
@@ -127,14 +130,14 @@ def _rebuilt(folder: Path) -> Segment | None:
 
     manifest = read_manifest(folder)  # raises Damaged itself if it cannot be trusted
     files = manifest["files"] if manifest else {}
-    trusted = ("data.json", "vectors.npy") if "vectors.npy" in files else ("data.json",)
+    trusted = (DATA, VECTORS) if VECTORS in files else (DATA,)
     if manifest is None or any(name not in files or file_problem(folder, name, files[name]) for name in trusted):
         return None
     meta, shard = manifest["meta"], manifest.get("shard", {})
     docs = list(orjson.loads((folder / DATA).read_bytes())["records"].values())  # its checksum held
     if len(docs) != meta["count"]:
         return None
-    vectors = np.load(folder / "vectors.npy").astype(np.float32) if "vectors.npy" in files else None
+    vectors = np.load(folder / VECTORS).astype(np.float32) if VECTORS in files else None
     tmp = Path(tempfile.mkdtemp(prefix="mem-rebuilt-"))
     try:
         (tmp / folder.name).mkdir()
@@ -145,6 +148,11 @@ def _rebuilt(folder: Path) -> Segment | None:
     segment.folder = folder
     segment._index_ok = False  # its index went with the temporary folder: search exactly
     return segment
+
+
+def _map(path: Path) -> mmap.mmap | None:
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else None
 
 
 class Segment:
@@ -167,7 +175,9 @@ class Segment:
         self._tags_raw = (folder / "tags.json").read_bytes()
         self._records = RecordFile(folder / DATA)
         dim = int(self.meta["dim"])
-        self.vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
+        self._vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
+        # the whole file, mapped now (a checkpoint may delete it) and hashed on first use
+        self._vectors_unchecked = _map(folder / VECTORS) if dim and self.manifest is not None else None
         self.lexicon = SegmentLexicon(folder) if dim else None
         self._index_ok = bool(dim and self.n and index_ok)
         sealed = self.manifest is not None and CHECKSUMS in self.manifest["files"]
@@ -214,9 +224,25 @@ class Segment:
                                   self.folder, ann.FILE, problem)  # fmt: skip
         return None
 
+    @property
+    def vectors(self) -> np.ndarray:
+        """The float16 vectors; the first use checks them against the manifest."""
+        if self._vectors_unchecked is not None:
+            assert self.manifest is not None
+            intact = checksum(self._vectors_unchecked) == self.manifest["files"][VECTORS]["xxh3"]
+            if not intact:
+                raise damaged(self.folder / VECTORS, "checksum mismatch")
+            self._vectors_unchecked.close()
+            self._vectors_unchecked = None
+        return self._vectors
+
     def _array(self, name: str) -> np.ndarray:
         """A memory-mapped column, as a plain ndarray view (indexing np.memmap is much slower)."""
-        return np.asarray(np.load(self.folder / f"{name}.npy", mmap_mode="r"))
+        path = self.folder / f"{name}.npy"
+        try:
+            return np.asarray(np.load(path, mmap_mode="r"))
+        except (ValueError, EOFError) as exc:  # not a .npy file any more (one without a manifest)
+            raise damaged(path, f"unreadable: {exc}") from None
 
     @cached_property
     def sizes(self) -> np.ndarray:
@@ -275,6 +301,8 @@ class Segment:
 
     def close(self) -> None:
         self._records.close()
+        if self._vectors_unchecked is not None:
+            self._vectors_unchecked.close()
         index = self.__dict__.get("index")  # only if it was loaded
         if index is not None:
             index.close()

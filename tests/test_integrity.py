@@ -88,6 +88,18 @@ def corrupt(home: Path, shard: Path, what: str) -> tuple[str, set[int], bool]:
     if what in ("hash_order.npy", "lex_vocab.json", "lex_rows.npy", "tags.json", "offsets.npy", "index.ann"):
         overwrite_randomly(seg / what)
         return str((seg / what).relative_to(home)), everything, True  # rebuilt from data.json meanwhile
+    if what in ("manifest.json", "meta.json", "vectors.npy", "checksums.npy"):
+        overwrite_randomly(seg / what)
+        return str((seg / what).relative_to(home)), everything, what in ("meta.json", "checksums.npy")
+    if what == "overwritten bytes in data.json":
+        data = bytearray((seg / "data.json").read_bytes())
+        start = len(data) * 2 // 5
+        window = range(start, start + 64)
+        spans = np.load(seg / "offsets.npy")
+        hit = {orjson.loads(bytes(data[s:e]))["key"]["k"] for s, e in spans if s < window.stop and e > window.start}
+        data[start : start + 64] = random.Random(7).randbytes(64)
+        (seg / "data.json").write_bytes(bytes(data))
+        return str((seg / "data.json").relative_to(home)), everything - hit, False
     if what == "truncated data.json":
         data = (seg / "data.json").read_bytes()
         cut = len(data) * 3 // 5
@@ -151,6 +163,11 @@ CORRUPTIONS = [
     "offsets.npy",
     "index.ann",
     "truncated data.json",
+    "overwritten bytes in data.json",
+    "manifest.json",
+    "meta.json",
+    "vectors.npy",
+    "checksums.npy",
     "deleted seg",
     "shard.json",
     "namespace.json",
