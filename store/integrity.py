@@ -8,9 +8,9 @@ what was written:
   checksum is the xxh3-64 of the object as written without that key, so a line stays readable
   JSON for people and older versions, and one changed byte anywhere is detected.
 - A checkpoint folder carries `manifest.json`, written last: every file's size and xxh3-64. A
-  reader checks sizes and checksums when it opens the checkpoint (xxh3 hashes ~25 GB/s, so this
-  costs well under a millisecond a megabyte); only `data.json` is checked record by record
-  instead, against the `checksums.npy` column, as records are read.
+  reader checks every size and the small files' checksums when it opens the checkpoint, and the
+  big files' when it first uses them (see `segment.py`): `data.json` record by record against
+  the `checksums.npy` column, the vectors on first read, the Annoy index before it is loaded.
 
 xxh3 (the `xxhash` package) rather than `zlib.crc32`: it is ten times faster on large files,
 which matters because the Annoy index must be verified before every load (random bytes in it

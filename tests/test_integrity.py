@@ -113,9 +113,12 @@ def corrupt(home: Path, shard: Path, what: str) -> tuple[str, set[int], bool]:
     if what == "deleted seg":
         shutil.rmtree(seg)
         return str(seg.relative_to(home)), journalled, False
-    if what in ("shard.json", "namespace.json"):
-        path = shard / what if what == "shard.json" else shard.parent / what
-        path.unlink()
+    if what in ("shard.json", "namespace.json", "garbled shard.json"):
+        path = shard / "shard.json" if "shard" in what else shard.parent / what
+        if what.startswith("garbled"):
+            path.write_bytes(path.read_bytes().replace(b"semantic", b"semaNtic"))  # valid JSON, wrong checksum
+        else:
+            path.unlink()
         return str(path.relative_to(home)), everything, True
     assert what == "garbled store.json"
     path = home / "store.json"
@@ -171,6 +174,7 @@ CORRUPTIONS = [
     "deleted seg",
     "shard.json",
     "namespace.json",
+    "garbled shard.json",
     "garbled store.json",
 ]
 
@@ -199,7 +203,7 @@ def test_damage_is_detected_named_and_salvaged(home, what):
     assert b"Traceback" not in exported.stderr
     dumped = {orjson.loads(line)["id"] for line in exported.stdout.splitlines()}
     assert len(dumped) >= len(intact) - (0 if readable else LATER + CHECKPOINTED), exported.stderr
-    if what in ("shard.json", "namespace.json", "journal word", "index.ann"):
+    if what in ("shard.json", "namespace.json", "garbled shard.json", "journal word", "index.ann"):
         assert len(dumped) == len(intact) and exported.returncode == 0, exported.stderr
 
     # doctor names the file, repair salvages and counts, then the store is healthy and whole
