@@ -142,6 +142,12 @@ def parse_line(line: bytes, sealed: bool) -> tuple[dict[str, Any] | None, str | 
     return (None if problem else op), problem, sealed or bool(verdict)
 
 
+def complete_lines(data: bytes) -> list[bytes]:
+    """The lines of `data` that end with a newline. Only b"\\n" ends a line: a stray b"\\r" in a
+    damaged line must not split it in two (`bytes.splitlines` would)."""
+    return data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
+
+
 def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
     """Every valid operation of a journal file, and (line number, problem) of each bad line.
     A torn last line (no newline) is not counted: writers cut it off."""
@@ -149,7 +155,7 @@ def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]
     ops: list[dict[str, Any]] = []
     bad: list[tuple[int, str]] = []
     sealed = False
-    for number, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
+    for number, line in enumerate(complete_lines(data), 1):
         op, problem, sealed = parse_line(line, sealed)
         if op is None:
             bad.append((number, problem or "unreadable"))

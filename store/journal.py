@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .integrity import parse_line, seal
+from .integrity import complete_lines, parse_line, seal
 from .log import logger
 from .paths import FILE_MODE, fsync_dir
 
@@ -72,7 +72,7 @@ class Journal:
             return
         data = os.pread(fd, size - self.offset, self.offset)
         end = data.rfind(b"\n") + 1
-        for line in data[:end].splitlines():
+        for line in complete_lines(data[:end]):
             self._lines += 1
             op, problem, self._sealed = parse_line(line, self._sealed)
             if op is None:
