@@ -70,9 +70,11 @@ def write_segment(
     schema: Schema,
     embedder: str,
     descriptor: dict[str, Any] | None = None,
+    index: bool = True,
 ) -> None:
     """Write a complete checkpoint of `docs` (each with an "id") into the empty `folder`; the
-    shard's `descriptor` is kept in its manifest."""
+    shard's `descriptor` is kept in its manifest. `index=False` skips the Annoy index (a
+    stand-in for a damaged checkpoint searches exactly)."""
     spans = write_records(folder / DATA, docs)
     with open(folder / DATA, "rb") as f:
         data = f.read()
@@ -99,7 +101,7 @@ def write_segment(
         dim = int(vectors.shape[1])
         np.save(folder / "vectors.npy", vectors.astype(np.float16))
         write_segment_lexicon(folder, [schema.text(d) for d in docs])
-        if len(docs):
+        if len(docs) and index:
             ann.build(folder, vectors)
     sizes = columns["offsets"][:, 1] - columns["offsets"][:, 0]
     meta = {"count": len(docs), "bytes": int(sizes.sum()), "schema": schema.name, "dim": dim, "embedder": embedder}
@@ -141,12 +143,11 @@ def _rebuilt(folder: Path) -> Segment | None:
     tmp = Path(tempfile.mkdtemp(prefix="mem-rebuilt-"))
     try:
         (tmp / folder.name).mkdir()
-        write_segment(tmp / folder.name, docs, vectors, SCHEMAS[meta["schema"]], meta["embedder"], shard)
+        write_segment(tmp / folder.name, docs, vectors, SCHEMAS[meta["schema"]], meta["embedder"], shard, index=False)
         segment = Segment(tmp / folder.name)  # every file is open or read now: the folder can go
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     segment.folder = folder
-    segment._index_ok = False  # its index went with the temporary folder: search exactly
     return segment
 
 
@@ -179,7 +180,8 @@ class Segment:
         # the whole file, mapped now (a checkpoint may delete it) and hashed on first use
         self._vectors_unchecked = _map(folder / VECTORS) if dim and self.manifest is not None else None
         self.lexicon = SegmentLexicon(folder) if dim else None
-        self._index_ok = bool(dim and self.n and index_ok)
+        listed = self.manifest is not None and ann.FILE in self.manifest["files"]
+        self._index_ok = bool(dim and self.n and index_ok and listed)
         sealed = self.manifest is not None and CHECKSUMS in self.manifest["files"]
         self._sums = self._array("checksums") if sealed else None  # older checkpoints have none
 
