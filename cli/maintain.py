@@ -110,16 +110,22 @@ def reindex(
 
 def doctor(
     repair: Annotated[
-        bool, typer.Option("--repair", help="Rebuild derived files (indexes); records untouched.")
+        bool,
+        typer.Option("--repair", help="Rebuild damaged shards from every readable record; restore descriptors."),
     ] = False,
     fmt: Format = None,
 ) -> None:
-    """Check the store's files and say how to repair; exit 1 when a problem remains."""
+    """Verify every file of the store (checksums, journal lines, descriptors) and name each damaged
+    one; exit 1 while a problem remains or when a repair lost data."""
     findings = state.service.doctor(repair)
     emit(findings, fmt, columns=["where", "problem", "repair"])
     if not findings:
         note("store is healthy")
-    elif not repair or any(f["problem"] != "repaired" for f in findings if "readable by others" in f["problem"]):
+    elif repair and all(f["fixed"] and f["lost"] == 0 for f in findings):
+        note("repaired, nothing lost")
+    else:
+        if repair:
+            note("repaired what could be; see the findings for what was lost or remains")
         raise typer.Exit(1)
 
 

@@ -45,7 +45,7 @@ from .journal import Journal
 from .locking import FileLock
 from .paths import fsync_dir, write_atomic
 from .segment import write_segment
-from .shard import SEG, WAL, Shard, listing
+from .shard import DAMAGED, SEG, WAL, Shard, listing
 
 # A checkpoint rewrites the shard (O(n)), so it runs when the journals reach a share of the
 # checkpoint's size: amortised O(1) a write. Every reader replays the journals (~50 us an entry),
@@ -130,7 +130,8 @@ def run(
                     return False
                 purge.unlink()
                 if not shard.journals:  # a checkpoint alone, holding expired records
-                    shard.journals.append(Journal.create(folder / WAL.format(shard.seg_gen + 1), shard.seg_gen + 1))
+                    gen = shard.seg_gen + 1
+                    shard.journals.append(Journal.create(folder / WAL.format(gen), gen, shard.record()))
             if not shard.journals or not (force or shard.pending_bytes()):
                 return False
             frozen = _freeze(shard, folder)
@@ -142,6 +143,7 @@ def run(
                 with contextlib.suppress(OSError):
                     purge.touch(0o600)
             raise
+        _keep_damaged(shard, folder, frozen)
         _remove_replaced(folder, frozen)
         (folder / STATE).unlink(missing_ok=True)
         return True
@@ -152,9 +154,9 @@ def _freeze(shard: Shard, folder: Path) -> int:
     caller holds the namespace lock). An empty newest journal, left by a checkpoint that failed,
     is kept for that purpose rather than starting one more per attempt."""
     last = shard.journals[-1]
-    if len(shard.journals) > 1 and last.size() == 0:
+    if len(shard.journals) > 1 and last.blank():
         return shard.journals[-2].gen
-    Journal.create(folder / WAL.format(last.gen + 1), last.gen + 1)
+    Journal.create(folder / WAL.format(last.gen + 1), last.gen + 1, shard.record())
     return last.gen
 
 
@@ -195,23 +197,34 @@ def _build(shard: Shard, folder: Path, gen: int, embedder: str, embed: Callable 
         if embed is None:
             raise RuntimeError("vectors of another dimension in the shard, and no embedder to remake them")
         matrix = np.asarray(embed([shard.schema.text(d) for d in docs]), dtype=np.float32).reshape(-1, shard.dim)
-    install_segment(folder, gen, docs, matrix, shard.schema, embedder)
+    install_segment(folder, gen, docs, matrix, shard.schema, embedder, shard.record())
 
 
-def install_segment(folder: Path, gen: int, docs: list, vectors: np.ndarray | None, schema, embedder: str) -> None:
+def install_segment(
+    folder: Path, gen: int, docs: list, vectors: np.ndarray | None, schema, embedder: str, record: dict | None = None
+) -> None:
     """Write `seg-<gen>` in a temporary folder and rename it into place (the caller holds the
-    builder lock); on failure the temporary folder is removed."""
+    builder lock); on failure the temporary folder is removed. `record`: the shard's descriptor,
+    copied into the manifest."""
     tmp = folder / f"tmp-{gen:08d}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(mode=0o700)
     try:
-        write_segment(tmp, docs, vectors, schema, embedder)
+        write_segment(tmp, docs, vectors, schema, embedder, record)
         _fsync_tree(tmp)
         os.rename(tmp, folder / SEG.format(gen))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     fsync_dir(folder)
+
+
+def _keep_damaged(shard: Shard, folder: Path, gen: int) -> None:
+    """Move journals with damaged lines aside (`damaged-wal-...`) instead of deleting them, so
+    `mem doctor` still reports the writes they lost (and `--repair` counts, then removes them)."""
+    for journal in shard.journals:
+        if journal.gen <= gen and journal.skipped:
+            os.rename(journal.path, folder / f"{DAMAGED}{journal.path.name}")
 
 
 def _fsync_tree(folder: Path) -> None:

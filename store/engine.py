@@ -37,15 +37,17 @@ import orjson
 from . import clock
 from .config import env_choice
 from .embed import DEFAULT, Embedder, check_embedder_name, get_embedder
-from .errors import InvalidInput, MemError, StoreMismatch, Unauthorized
+from .errors import Damaged, InvalidInput, StoreMismatch, Unauthorized
+from .integrity import read_sealed, seal
 from .locking import FileLock
+from .log import logger
 from .paths import digest, ensure_dir, write_atomic
 from .schemas import SCHEMAS
-from .shard import DESCRIPTOR, Shard
+from .shard import DESCRIPTOR, Shard, recorded_descriptor
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
-FORMAT = 1
-REWRITE_STORE_JSON = "`mem reindex --embedder NAME` rewrites it"
+FORMAT = 2  # 2: journal lines, descriptors and checkpoint files carry checksums (format 1 still read)
+NAMESPACE = "namespace.json"
 MAX_NAME = 1024  # as models.MAX_NAME (not imported: pydantic is slow to load)
 CHECKPOINT_MODES = ("background", "inline", "off")
 PURGE = "purge.wanted"  # in a shard: deleted or expired records wait for a checkpoint to purge them
@@ -100,18 +102,15 @@ class Engine:
         return self.embedder.dim
 
     def recorded_embedder(self) -> dict | None:
-        """The embedder the store's vectors were made with (store.json), read once."""
+        """The embedder the store's vectors were made with (store.json), read once; `Damaged`
+        if the file cannot be trusted (`mem doctor --repair` restores it from the checkpoints)."""
         if self._recorded is None:
             path = self.home / "store.json"
             stamp = self._store_stamp()
             try:
-                recorded = orjson.loads(path.read_bytes())
+                recorded = read_sealed(path, {"embedder": str, "dim": int})
             except FileNotFoundError:
                 return None
-            except orjson.JSONDecodeError as exc:
-                raise MemError(f"{path}: damaged, not JSON ({exc}); {REWRITE_STORE_JSON}") from None
-            if not isinstance(recorded, dict) or not isinstance(recorded.get("embedder"), str):
-                raise MemError(f"{path}: damaged, no embedder recorded; {REWRITE_STORE_JSON}")
             self._recorded = recorded
             self._stamp = stamp
         return self._recorded
@@ -119,7 +118,7 @@ class Engine:
     def record_embedder(self, embedder: Embedder) -> None:
         ensure_dir(self.home)
         meta = {"format": FORMAT, "embedder": embedder.name, "dim": embedder.dim}
-        write_atomic(self.home / "store.json", orjson.dumps(meta))
+        write_atomic(self.home / "store.json", seal(meta))
         self._recorded = meta
         self._stamp = self._store_stamp()
 
@@ -175,8 +174,8 @@ class Engine:
         if namespace == SYSTEM:
             return
         folder = self.namespace_dir(namespace)
-        if not (folder / "namespace.json").exists():
-            write_atomic(folder / "namespace.json", descriptor or namespace_descriptor(namespace))
+        if not (folder / NAMESPACE).exists():
+            write_atomic(folder / NAMESPACE, descriptor or namespace_descriptor(namespace))
 
     def shard(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Shard:
         """The shard holding `kind` records of `scope` in `namespace` (refreshed from disk)."""
@@ -199,14 +198,22 @@ class Engine:
         return Shard(None, SCHEMAS[schema], dim)
 
     def namespaces(self) -> list[tuple[str, Path]]:
-        """(name, folder) of every namespace on disk."""
+        """(name, folder) of every namespace on disk. A namespace whose `namespace.json` is lost
+        or damaged is named by its shards' descriptors (which hold the name too), with a warning."""
         found = []
-        for folder in sorted((self.home / "ns").glob("*")):
-            try:
-                found.append((orjson.loads((folder / "namespace.json").read_bytes())["namespace"], folder))
-            except (FileNotFoundError, orjson.JSONDecodeError):
-                continue
+        for folder in sorted(p for p in (self.home / "ns").glob("*") if p.is_dir()):
+            name = namespace_name(folder) or self._name_from_shards(folder)
+            if name is not None:
+                found.append((name, folder))
         return found
+
+    def _name_from_shards(self, folder: Path) -> str | None:
+        for descriptor, _ in self.shard_folders(folder):
+            name = descriptor.get("namespace")
+            if isinstance(name, str) and digest(name) == folder.name:
+                logger("engine").warning("%s is missing or damaged: run `mem doctor --repair`", folder / NAMESPACE)
+                return name
+        return None
 
     def shard_folders(self, namespace_folder: Path) -> list[tuple[dict, Path]]:
         """(descriptor, folder) of every shard of a namespace (a write checks the namespace's
@@ -219,11 +226,16 @@ class Engine:
         return found
 
     def descriptor(self, folder: Path) -> dict | None:
+        """The shard's `shard.json`, or if it is lost or damaged (with a warning) the copy kept
+        in its checkpoint's manifest or journal headers; None for a folder that is no shard yet."""
         if folder not in self._descriptors:
-            try:
-                self._descriptors[folder] = orjson.loads((folder / DESCRIPTOR).read_bytes())
-            except (FileNotFoundError, orjson.JSONDecodeError):
-                return None  # not a shard yet (or being created): look again next time
+            descriptor = shard_descriptor(folder)
+            if descriptor is None:
+                descriptor = recorded_descriptor(folder)
+                if descriptor is None:
+                    return None  # not a shard yet (or being created): look again next time
+                logger("engine").warning("%s is missing or damaged: run `mem doctor --repair`", folder / DESCRIPTOR)
+            self._descriptors[folder] = descriptor
         return self._descriptors[folder]
 
     def open_folder(self, folder: Path) -> Shard:
@@ -369,6 +381,22 @@ def namespace_descriptor(namespace: str) -> bytes:
     if not isinstance(namespace, str) or not namespace or len(namespace) > MAX_NAME or "\x00" in namespace:
         raise InvalidInput(f"namespace must be 1 to {MAX_NAME} characters without NUL", {"field": "namespace"})
     try:
-        return orjson.dumps({"namespace": namespace})
+        return seal({"namespace": namespace})
     except orjson.JSONEncodeError:
         raise InvalidInput(f"namespace {ascii(namespace)} is not valid UTF-8 text", {"field": "namespace"}) from None
+
+
+def namespace_name(folder: Path) -> str | None:
+    """The name in a namespace folder's `namespace.json`, None if it is missing or damaged."""
+    try:
+        return read_sealed(folder / NAMESPACE, {"namespace": str})["namespace"]
+    except (FileNotFoundError, Damaged):
+        return None
+
+
+def shard_descriptor(folder: Path) -> dict | None:
+    """A shard folder's `shard.json`, None if it is missing or damaged."""
+    try:
+        return read_sealed(folder / DESCRIPTOR, {"kind": str, "schema": str})
+    except (FileNotFoundError, Damaged):
+        return None

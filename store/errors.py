@@ -99,6 +99,8 @@ def did_you_mean(name: str, allowed: list[str]) -> str:
     same = [a for a in allowed if squash(a) == squash(name)]
     close = same or difflib.get_close_matches(name, allowed, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def os_failure(exc: OSError) -> MemError:
     """An `OSError` met while serving a request, as a store error to send back: `runtime_error`,
     `retryable` when its cause passes (a full disk or quota, too many open files, no memory).
@@ -108,3 +110,10 @@ def os_failure(exc: OSError) -> MemError:
         failure.retryable = True
         failure.message += " (retryable: the request can be sent again once the condition clears)"
     return failure
+
+
+class Damaged(MemError):
+    """A file of the store failed its checksum or cannot be read; `mem doctor --repair` salvages."""
+
+    code = "runtime_error"
+    exit_code = 1

@@ -5,6 +5,12 @@ a line being written by another process is simply picked up on the next read. A 
 no newline can only be the remains of a writer that died mid-write (writers hold the lock), so
 the next writer cuts it off before appending and a reader ignores it: a torn tail is never fatal
 and never swallows the next write.
+
+Every line is sealed with its checksum (see `integrity.py`), and a journal starts with a header
+line holding the shard's descriptor (a copy of `shard.json`, from which `mem doctor --repair`
+restores it). A complete line that fails its checksum or is not a well-formed operation is
+skipped with a warning naming the file and line, and `mem doctor` reports it; lines without a
+checksum are read as before only in journals of older versions (no sealed line yet).
 """
 
 from __future__ import annotations
@@ -16,8 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from .integrity import complete_lines, parse_line, seal
 from .log import logger
 from .paths import FILE_MODE, fsync_dir
 
@@ -33,14 +38,26 @@ class Journal:
         self.offset = 0  # how far this process has read
         self._written = 0  # where this process's last append ended
         self._fd: int | None = None
+        self._lines = 0  # complete lines read so far (for naming a bad one)
+        self._sealed = False  # a sealed line was read: every later line must be sealed too
+        self.skipped = 0  # damaged lines skipped (a checkpoint keeps such a journal aside)
 
     @classmethod
-    def create(cls, path: Path, gen: int) -> Journal:
-        """Create an empty log file (the caller holds the lock)."""
+    def create(cls, path: Path, gen: int, descriptor: dict[str, Any] | None = None) -> Journal:
+        """Create a log file (the caller holds the lock), starting with a header line holding the
+        shard's `descriptor` when given."""
+        header = seal({"op": "shard", "format": 2, "shard": descriptor}) + b"\n" if descriptor else b""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        os.close(fd)
+        try:
+            if header and os.write(fd, header) != len(header):
+                raise OSError(errno.ENOSPC, f"short write to {path.name}")
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
         fsync_dir(path.parent)
-        return cls(path, gen)
+        journal = cls(path, gen)
+        journal._written = len(header)
+        return journal
 
     def _open(self) -> int:
         if self._fd is None:
@@ -55,9 +72,15 @@ class Journal:
             return
         data = os.pread(fd, size - self.offset, self.offset)
         end = data.rfind(b"\n") + 1
-        for line in data[:end].splitlines():
-            op = _parse(line)
-            if op is not None:
+        for line in complete_lines(data[:end]):
+            self._lines += 1
+            op, problem, self._sealed = parse_line(line, self._sealed)
+            if op is None:
+                self.skipped += 1
+                logger("journal").warning(
+                    "skipping line %d of %s (%s): run `mem doctor`", self._lines, self.path, problem
+                )
+            else:
                 yield op
         self.offset += end
 
@@ -68,7 +91,7 @@ class Journal:
         end = max(self.offset, self._written)
         if os.fstat(fd).st_size != end:
             self._cut_torn_tail(fd, end)
-        line = orjson.dumps(op) + b"\n"
+        line = seal(op) + b"\n"
         try:
             written = os.pwrite(fd, line, end)
         except BaseException:
@@ -92,6 +115,18 @@ class Journal:
         logger("journal").warning("cutting %d torn bytes from %s", len(tail), self.path.name)
         os.ftruncate(fd, end)
 
+    def blank(self) -> bool:
+        """Whether the log holds no operation: nothing, or its header line alone (a journal a
+        failed checkpoint started, which the next attempt reuses)."""
+        size = self.size()
+        if size > 1 << 16:
+            return False
+        for line in complete_lines(os.pread(self._open(), size, 0)):
+            op, _, _ = parse_line(line, False)
+            if op is None or op.get("op") != "shard":
+                return False
+        return True
+
     def pending(self) -> int:
         """Bytes in the file (read or not): what a checkpoint would fold in."""
         return max(self.offset, self._written)
@@ -112,12 +147,3 @@ class Journal:
 def _truncate_quietly(fd: int, size: int) -> None:
     with contextlib.suppress(OSError):
         os.ftruncate(fd, size)
-
-
-def _parse(line: bytes) -> Op | None:
-    try:
-        op = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        logger("journal").warning("skipping an unreadable journal line (%d bytes)", len(line))
-        return None
-    return op if isinstance(op, dict) else None

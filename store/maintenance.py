@@ -6,15 +6,17 @@
 - `delete_namespace`: removes a namespace's folder under its lock.
 - `reindex`: re-embeds every searchable shard with the chosen embedder and rebuilds its
   checkpoint, holding the namespace's lock for that shard, then records the embedder.
-- `doctor`: checks every file (checkpoints parse with TinyDB and agree with their columns and
-  indexes, journal lines parse, permissions are owner-only, vectors match the recorded
-  embedder) and says how to repair; `repair` rebuilds what is derived, never the records.
+- `doctor`: verifies every file (every checksum of every checkpoint file, every journal line,
+  the descriptors, store.json, owner-only permissions, vectors of the recorded embedder's
+  dimension) and names each damaged file; `repair` rebuilds each damaged shard from every record
+  that can still be read, restores lost descriptors from their copies, and says what was lost.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,12 +25,16 @@ import numpy as np
 import orjson
 
 from . import checkpoint, clock
-from .embed import decode_vector, get_embedder
-from .engine import Engine
-from .errors import NotFound
+from .embed import DEFAULT, decode_vector, get_embedder
+from .engine import FORMAT, NAMESPACE, SYSTEM, Engine, namespace_name, shard_descriptor
+from .errors import Damaged, NotFound
+from .integrity import MANIFEST, file_problem, read_manifest, scan_journal, seal
 from .journal import Journal
+from .paths import digest, write_atomic
+from .salvage import Salvage, salvage_shard
 from .schemas import SCHEMAS
-from .shard import DESCRIPTOR, SEG, WAL, Shard, listing
+from .segment import expiry
+from .shard import DAMAGED, DESCRIPTOR, SEG, WAL, MissingCheckpoint, Shard, check_chain, listing, recorded_descriptor
 
 Progress = Callable[[int, int], None]
 
@@ -130,193 +136,293 @@ def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict
     return {"embedder": embedder.name, "dim": embedder.dim, "shards": len(targets), "entries": total}
 
 
-def _replace_checkpoint(folder: Path, schema: Any, docs: list[dict], vectors: np.ndarray | None, embedder: str) -> None:
+def _replace_checkpoint(
+    folder: Path,
+    schema: Any,
+    docs: list[dict],
+    vectors: np.ndarray | None,
+    embedder: str,
+    descriptor: dict | None = None,
+) -> None:
     """A new checkpoint holding exactly `docs`, covering every journal so far. The caller holds
     the shard's builder lock (`checkpoint.building`: no other build may run, nor remove our
     temporary folder) and then the namespace lock, and has read every journal; writers continue
     in a fresh journal."""
     segs, wals = listing(folder)
     gen = max([0, *segs, *wals]) + 1
-    checkpoint.install_segment(folder, gen, docs, vectors, schema, embedder)
-    Journal.create(folder / WAL.format(gen + 1), gen + 1)
+    descriptor = descriptor or shard_descriptor(folder) or recorded_descriptor(folder)
+    checkpoint.install_segment(folder, gen, docs, vectors, schema, embedder, descriptor)
+    Journal.create(folder / WAL.format(gen + 1), gen + 1, descriptor)
     checkpoint._remove_replaced(folder, gen)
     (folder / checkpoint.STATE).unlink(missing_ok=True)
 
 
 # -- doctor ---------------------------------------------------------------------------------
+#
+# A finding is {"where": a path relative to the store, "problem", "repair": what to do (or, with
+# --repair, what was done), "fixed": bool, "lost": records and journal lines lost by the repair
+# (None: unknown, a whole checkpoint was gone)}.
+
+Finding = dict[str, Any]
+REPAIR = "mem doctor --repair"
 
 
-def doctor(engine: Engine, repair: bool = False) -> list[dict[str, Any]]:
-    """One finding per problem (empty when healthy); with `repair`, derived files are rebuilt."""
-    findings: list[dict[str, Any]] = []
-    recorded = engine.recorded_embedder()
-    findings += _check_permissions(engine.home)
-    for namespace, descriptor, folder in _shards(engine):
-        with checkpoint.building(folder, clean=repair) as held:  # no checkpoint replaces files meanwhile
-            if not held:  # deleted meanwhile
-                continue
-            problems = _check_shard(folder, descriptor, recorded)
-        where = f"{namespace}/{descriptor['kind']}" + (
-            "/" + "/".join(descriptor["scope"]) if descriptor.get("scope") else ""
-        )
-        for problem in problems:
-            findings.append({"where": where, "problem": problem, "repair": "mem doctor --repair (rebuilds indexes)"})
-        if problems and repair:
-            lost = _rebuild(engine, namespace, folder)
-            findings.append({"where": where, "problem": "repaired", "repair": ""})
-            if lost:
-                findings.append({"where": where, "problem": lost, "repair": "mem import (from an export)"})
+def doctor(engine: Engine, repair: bool = False) -> list[Finding]:
+    """Verify the whole store: every checksum, every journal line, every descriptor (empty when
+    healthy). With `repair`, each damaged shard is rebuilt from every record that can still be
+    read (see `salvage.py`), lost descriptors are restored from their copies, and each finding
+    says what was done and how much was lost."""
+    findings = _check_permissions(engine.home, repair)
+    findings += _check_store_file(engine, repair)
+    for folder in sorted(p for p in (engine.home / "ns").glob("*") if p.is_dir()):
+        findings += _check_namespace(engine, folder, repair)
+    system = engine.namespace_dir(SYSTEM)  # the session registry: shards without a namespace.json
+    for folder in sorted(p for p in system.glob("*") if p.is_dir()):
+        descriptor = shard_descriptor(folder) or recorded_descriptor(folder)
+        if descriptor is not None:
+            findings += _check_shard(engine, SYSTEM, folder, descriptor, repair)
     return findings
 
 
-def _check_permissions(home: Path) -> list[dict[str, Any]]:
-    """Files and folders others may read. The files of a build under way (inside its `tmp-*`
-    folder, itself owner-only) are skipped: they are made owner-only before the folder is renamed
-    into place. A file a checkpoint deletes while we look is not a finding."""
+def _finding(engine: Engine, path: Path, problem: str, repair: str = REPAIR, fixed: bool = False) -> Finding:
+    where = str(path.relative_to(engine.home)) if path.is_relative_to(engine.home) else str(path)
+    return {"where": where or ".", "problem": problem, "repair": repair, "fixed": fixed, "lost": 0}
+
+
+def _check_permissions(home: Path, repair: bool) -> list[Finding]:
+    """Files and folders others may read (made private with `repair`). The files of a build
+    under way (inside its `tmp-*` folder, itself owner-only) are skipped: they are made
+    owner-only before the folder is renamed into place. A file deleted while we look is not a
+    finding."""
     everything = [home]
     for top, dirs, files in os.walk(home):  # unlike rglob, a folder deleted meanwhile is no error
         everything += [Path(top) / name for name in (*dirs, *files)]
-    loose = []
+    findings = []
     for path in everything:
         if any(part.startswith("tmp-") for part in path.relative_to(home).parts[:-1]):
             continue
         try:
-            mode = os.stat(path).st_mode
+            mode = os.stat(path).st_mode & 0o777
+            if mode & 0o077 and repair:
+                os.chmod(path, mode & 0o700)
         except FileNotFoundError:
             continue
         if mode & 0o077:
-            loose.append((path, mode))
-    return [
-        {"where": str(p.relative_to(home)) or ".", "problem": f"readable by others ({oct(mode & 0o777)})",
-         "repair": f"chmod go-rwx '{p}'"}
-        for p, mode in loose
-    ]  # fmt: skip
+            findings.append({
+                "where": str(path.relative_to(home)) or ".", "problem": f"readable by others ({oct(mode)})",
+                "repair": "made private" if repair else f"chmod go-rwx '{path}'", "fixed": repair, "lost": 0,
+            })  # fmt: skip
+    return findings
 
 
-def _check_shard(folder: Path, descriptor: dict, recorded: dict | None) -> list[str]:
+def _check_store_file(engine: Engine, repair: bool) -> list[Finding]:
+    """store.json: readable and sealed, and present once the store has checkpoints."""
+    path = engine.home / "store.json"
+    try:
+        if engine.recorded_embedder() is not None or not any(engine.home.glob("ns/*/*/seg-*")):
+            return []
+        problem = "missing (the store has checkpoints)"
+    except Damaged as exc:
+        problem = f"damaged: {exc.detail['why']}"
+    if not repair:
+        return [_finding(engine, path, problem, f"{REPAIR} (restores it from the checkpoints' records)")]
+    name, dim = _embedder_on_record(engine)
+    write_atomic(path, seal({"format": FORMAT, "embedder": name, "dim": dim}))
+    engine._recorded = engine._embedder = None
+    return [_finding(engine, path, problem, f"restored: embedder {name!r}, dimension {dim}", fixed=True)]
+
+
+def _embedder_on_record(engine: Engine) -> tuple[str, int]:
+    """The embedder most checkpoints with vectors were made by (their meta.json), else the
+    configured one."""
+    seen: Counter[tuple[str, int]] = Counter()
+    for meta_file in engine.home.glob("ns/*/*/seg-*/meta.json"):
+        try:
+            meta = orjson.loads(meta_file.read_bytes())
+            if meta.get("dim"):
+                seen[(str(meta["embedder"]), int(meta["dim"]))] += 1
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    if seen:
+        return seen.most_common(1)[0][0]
+    embedder = get_embedder(engine.wanted_embedder or DEFAULT)
+    return embedder.name, embedder.dim
+
+
+def _check_namespace(engine: Engine, folder: Path, repair: bool) -> list[Finding]:
+    """namespace.json (restored from the shards' descriptors, which hold the name), then each shard."""
+    findings: list[Finding] = []
+    shards = []
+    for shard_folder in sorted(p for p in folder.iterdir() if p.is_dir()):
+        descriptor = shard_descriptor(shard_folder) or recorded_descriptor(shard_folder)
+        if descriptor is not None:
+            shards.append((shard_folder, descriptor))
+        elif any(listing(shard_folder)):
+            problem = "shard.json missing or damaged, and no copy of it left: this data cannot be placed"
+            findings.append(_finding(engine, shard_folder / DESCRIPTOR, problem, "restore it from a backup"))
+    name = namespace_name(folder)
+    if name is None:
+        named = [d.get("namespace") for _, d in shards]
+        name = next((n for n in named if isinstance(n, str) and digest(n) == folder.name), None)
+        if name is None:
+            return [*findings, _finding(engine, folder / NAMESPACE, "missing or damaged, and no shard names it",
+                                        "restore it from a backup")]  # fmt: skip
+        if repair:
+            write_atomic(folder / NAMESPACE, seal({"namespace": name}))
+        done = f"restored: namespace {name!r}" if repair else f"{REPAIR} (restores {name!r} from the shards)"
+        findings.append(_finding(engine, folder / NAMESPACE, "missing or damaged", done, fixed=repair))
+    for shard_folder, descriptor in shards:
+        findings += _check_shard(engine, name, shard_folder, descriptor, repair)
+    return findings
+
+
+def _check_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict, repair: bool) -> list[Finding]:
+    with checkpoint.building(folder, clean=repair) as held:  # no checkpoint replaces files meanwhile
+        if not held:  # deleted meanwhile
+            return []
+        problems = _shard_problems(engine, folder, descriptor)
+    return _report_shard(engine, namespace, folder, descriptor, problems, repair)
+
+
+def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tuple[Path, str]]:
+    """(file, problem) for everything wrong with the shard in `folder`."""
+    problems: list[tuple[Path, str]] = []
+    if shard_descriptor(folder) is None:
+        problems.append((folder / DESCRIPTOR, "missing or damaged (copies are kept in checkpoints and journals)"))
+    segs, wals = listing(folder)
+    base = segs[-1] if segs else 0
+    try:
+        check_chain(folder, base, wals)
+    except MissingCheckpoint as exc:
+        problems.append((Path(exc.detail["file"]), "missing: the journals after it remain, its records are gone"))
+    dim = _recorded_dim(engine) if descriptor.get("schema") in ("entries", "entities") else None
+    for gen in (g for g in wals if g > base):
+        ops, bad = scan_journal(folder / WAL.format(gen))
+        problems += [(folder / WAL.format(gen), f"line {n}: {why} (skipped when read)") for n, why in bad]
+        if dim:
+            problems += _check_journal_vectors(folder / WAL.format(gen), ops, dim)
+    for kept in sorted(folder.glob(f"{DAMAGED}*")):
+        count = len(scan_journal(kept)[1])
+        problems.append((kept, f"kept aside by a checkpoint: {count} damaged lines were not folded in"))
+    if base:
+        problems += _check_checkpoint(engine, folder / SEG.format(base), descriptor)
+    return problems
+
+
+def _report_shard(
+    engine: Engine, namespace: str, folder: Path, descriptor: dict, problems: list[tuple[Path, str]], repair: bool
+) -> list[Finding]:
+    """The findings for a shard's problems; with `repair`, the shard rebuilt and what was lost."""
+    if not problems:
+        return []
+    if not repair:
+        return [_finding(engine, path, problem) for path, problem in problems]
+    saved = _repair_shard(engine, namespace, folder, descriptor)
+    findings = [_finding(engine, path, problem, "rebuilt", fixed=True) for path, problem in problems]
+    lost = None if saved.lost is None else saved.lost + saved.bad_lines
+    what = f"{len(saved.docs)} records kept; lost: " + (
+        f"every record of {Path(saved.missing).name} (how many is unknown)" if saved.missing else
+        f"{saved.lost} of {saved.expected or 0} checkpointed records"
+    ) + f", {saved.bad_lines} journal lines"  # fmt: skip
+    label = "/".join(
+        [namespace if namespace != SYSTEM else "(system)", descriptor.get("kind", "?"), *descriptor.get("scope", [])]
+    )
+    summary = _finding(engine, folder, f"shard {label} was damaged", f"rebuilt: {what}", fixed=True)
+    summary["lost"] = lost
+    return [*findings, summary]
+
+
+def _recorded_dim(engine: Engine) -> int | None:
+    try:
+        recorded = engine.recorded_embedder()
+    except Damaged:
+        return None  # reported on its own
+    return int(recorded["dim"]) if recorded else None
+
+
+def _check_journal_vectors(path: Path, ops: list[dict[str, Any]], dim: int) -> list[tuple[Path, str]]:
+    """Vectors in a journal made by another embedder than the recorded one (a writer that had not
+    seen a reindex, or a reindex that was interrupted): not searchable until re-embedded."""
+    wrong: set[int | str] = set()
+    for op in ops:
+        for rec in op.get("recs", ()) if isinstance(op.get("recs"), list) else ():
+            vec = rec.get("vec") if isinstance(rec, dict) else None
+            try:
+                size = len(decode_vector(vec)) if isinstance(vec, str) else dim
+            except ValueError:
+                size = -1
+            if size != dim:
+                wrong.add(size if size >= 0 else "unreadable")
+    if not wrong:
+        return []
+    sizes = ", ".join(str(n) for n in sorted(wrong, key=str))
+    return [(path, f"vectors of dimension {sizes}, the store's embedder makes {dim}")]
+
+
+def _check_checkpoint(engine: Engine, seg: Path, descriptor: dict) -> list[tuple[Path, str]]:
+    """Every file against the manifest, or for an older checkpoint without one, the old checks."""
+    try:
+        manifest = read_manifest(seg)
+    except Damaged:
+        return [(seg / MANIFEST, "damaged (checksum mismatch): the files cannot be verified")]
+    if manifest is None:
+        return [(seg / MANIFEST, "missing (or written before checksums): the files cannot be verified"),
+                *_check_legacy(seg, descriptor)]  # fmt: skip
+    problems = []
+    for name, entry in manifest["files"].items():
+        problem = file_problem(seg, name, entry)
+        if problem is not None:
+            problems.append((seg / name, f"damaged: {problem}"))
+    meta = manifest.get("meta") or {}
+    try:
+        recorded = engine.recorded_embedder()
+    except Damaged:
+        recorded = None  # reported on its own
+    if recorded and meta.get("dim") and meta["dim"] != recorded["dim"]:
+        problems.append((seg, f"vectors of dimension {meta['dim']}, the store's embedder makes {recorded['dim']}"))
+    return problems
+
+
+def _check_legacy(seg: Path, descriptor: dict) -> list[tuple[Path, str]]:
+    """A checkpoint written before manifests: it parses, and its columns agree with it."""
     from .storage import read_all
 
-    problems = []
-    segs, wals = listing(folder)
-    for gen in wals:
-        bad = _bad_journal_lines(folder / WAL.format(gen))
-        if bad:
-            problems.append(f"{WAL.format(gen)}: {bad} unreadable lines (skipped when read)")
-        if recorded and descriptor.get("schema") in ("entries", "entities"):
-            problems += _check_journal_vectors(folder / WAL.format(gen), int(recorded["dim"]))
-    if not segs:
-        return problems
-    seg = folder / SEG.format(segs[-1])
     try:
         meta = orjson.loads((seg / "meta.json").read_bytes())
         count = sum(1 for _ in read_all(seg / "data.json"))
     except Exception as exc:  # noqa: BLE001 - any failure here is a finding
-        return [*problems, f"{seg.name}: checkpoint unreadable ({exc})"]
-    if count != meta["count"]:
-        problems.append(f"{seg.name}: {count} records but the columns say {meta['count']}")
-    for name in ("offsets", "hashes", "expires", "updated", "scores"):
-        problems += _check_column(seg, name, count)
-    if descriptor.get("schema") in ("entries", "entities") and count:
-        problems += _check_vectors(seg, count, recorded)
-    return problems
-
-
-def _check_column(seg: Path, name: str, count: int) -> list[str]:
-    try:
-        length = len(np.load(seg / f"{name}.npy", mmap_mode="r"))
-    except Exception as exc:  # noqa: BLE001
-        return [f"{seg.name}/{name}.npy unreadable ({exc})"]
-    return [] if length == count else [f"{seg.name}/{name}.npy has {length} rows for {count} records"]
-
-
-def _check_vectors(seg: Path, count: int, recorded: dict | None) -> list[str]:
-    from annoy import AnnoyIndex
-
-    try:
-        vectors = np.load(seg / "vectors.npy", mmap_mode="r")
-        index = AnnoyIndex(vectors.shape[1], "angular")
-        index.load(str(seg / "index.ann"))
-        items = index.get_n_items()
-    except Exception as exc:  # noqa: BLE001
-        return [f"{seg.name}: vectors or index unreadable ({exc})"]
+        return [(seg, f"checkpoint unreadable ({exc})")]
     problems = []
-    if len(vectors) != count or items != count:
-        problems.append(f"{seg.name}: {len(vectors)} vectors and {items} indexed for {count} records")
-    if recorded and vectors.shape[1] != recorded["dim"]:
-        problems.append(
-            f"{seg.name}: vectors of dimension {vectors.shape[1]}, the store's embedder makes {recorded['dim']}"
-        )
+    if count != meta["count"]:
+        problems.append((seg, f"{count} records but the columns say {meta['count']}"))
+    names = ["offsets", "hashes", "expires", "updated", "scores"]
+    if descriptor.get("schema") in ("entries", "entities") and count:
+        names.append("vectors")
+    for name in names:
+        try:
+            length = len(np.load(seg / f"{name}.npy", mmap_mode="r"))
+        except Exception as exc:  # noqa: BLE001
+            problems.append((seg / f"{name}.npy", f"unreadable ({exc})"))
+            continue
+        if length != count:
+            problems.append((seg / f"{name}.npy", f"{length} rows for {count} records"))
     return problems
 
 
-def _check_journal_vectors(path: Path, dim: int) -> list[str]:
-    """Vectors in a journal made by another embedder than the recorded one (a writer that had not
-    seen a reindex, or a reindex that was interrupted): not searchable until re-embedded."""
-    wrong: set[int | str] = set()
-    journal = Journal(path, 0)
-    try:
-        for op in journal.read_new():
-            for rec in op.get("recs", ()) if isinstance(op.get("recs"), list) else ():
-                vec = rec.get("vec") if isinstance(rec, dict) else None
-                try:
-                    size = len(decode_vector(vec)) if isinstance(vec, str) else dim
-                except ValueError:
-                    size = -1
-                if size != dim:
-                    wrong.add(size if size >= 0 else "unreadable")
-    finally:
-        journal.close()
-    if not wrong:
-        return []
-    sizes = ", ".join(str(n) for n in sorted(wrong))
-    return [f"{path.name}: vectors of dimension {sizes}, the store's embedder makes {dim}"]
-
-
-def _bad_journal_lines(path: Path) -> int:
-    data = path.read_bytes()
-    complete = data[: data.rfind(b"\n") + 1]
-    bad = 0
-    for line in complete.splitlines():
-        try:
-            orjson.loads(line)
-        except orjson.JSONDecodeError:
-            bad += 1
-    return bad
-
-
-def _rebuild(engine: Engine, namespace: str, folder: Path) -> str | None:
-    """A fresh checkpoint from the records (read through TinyDB, not the derived offsets) and
-    the journals after it, with vectors and indexes made anew. A checkpoint whose records cannot
-    be read is never taken for an empty one: it is moved aside (kept, as `damaged-seg-*`), the
-    shard is rebuilt from the journals after it, and the loss is returned to be reported."""
-    from .storage import read_all
-
-    lost = None
-    with checkpoint.building(folder) as held, engine.lock(namespace):
-        if not held:
-            return None
-        segs, wals = listing(folder)
-        base = segs[-1] if segs else 0
-        docs: dict[str, Any] = {}
-        if segs:
-            data = folder / SEG.format(base) / "data.json"
-            try:
-                if not data.is_file():
-                    raise FileNotFoundError(f"{data.name} is missing")
-                docs = {d["id"]: dict(d) for d in read_all(data)}
-            except Exception as exc:  # noqa: BLE001 - whatever broke it, its records are gone
-                aside = folder / f"damaged-{SEG.format(base)}-{int(clock.now())}"
-                os.rename(folder / SEG.format(base), aside)
-                lost = f"{SEG.format(base)}: records unreadable ({exc}), moved to {aside.name}"
-        for gen in (g for g in wals if g > base):
-            for op in Journal(folder / WAL.format(gen), gen).read_new():
-                for rec in op.get("recs", ()):
-                    docs[rec["id"]] = rec["doc"]
-                for rid in op.get("ids", ()):
-                    docs.pop(rid, None)
-        live = [d for d in docs.values() if (d.get("expires_at") or np.inf) > clock.now()]
-        schema = SCHEMAS[orjson.loads((folder / DESCRIPTOR).read_bytes())["schema"]]
+def _repair_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict) -> Salvage:
+    """A fresh checkpoint of every record that can be read (the derived files and indexes made
+    anew), replacing every checkpoint and journal of the shard; `shard.json` restored."""
+    # the builder lock first (as every builder takes it), then the namespace lock, which also
+    # restores namespace.json if it is missing
+    with checkpoint.building(folder), engine.lock(namespace):
+        saved = salvage_shard(folder)
+        write_atomic(folder / DESCRIPTOR, seal(descriptor))
+        now = clock.now()
+        live = [d for d in saved.docs.values() if expiry(d) > now]
+        schema = SCHEMAS[descriptor["schema"]]
         vectors = engine.embed([schema.text(d) for d in live]) if schema.indexed and live else None
-        _replace_checkpoint(folder, schema, live, vectors, engine.embedder.name)
+        _replace_checkpoint(folder, schema, live, vectors, engine.embedder.name, descriptor)
+        for kept in folder.glob(f"{DAMAGED}*"):  # counted as lost by the salvage
+            kept.unlink()
     engine.close()
-    return lost
+    return saved

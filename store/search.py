@@ -178,7 +178,7 @@ def _scored(
     if part == "mem":
         rows = np.flatnonzero(mask)
         vec = (shard.mem.vectors[: shard.mem.n] @ qvec)[rows]
-    elif exhaustive or total <= max(EXACT_MAX, fetch):
+    elif exhaustive or total <= max(EXACT_MAX, fetch) or shard.seg is None or shard.seg.index is None:
         assert shard.seg is not None
         rows = np.flatnonzero(mask)
         vec = shard.seg.similarities(qvec)[rows]
@@ -188,7 +188,8 @@ def _scored(
         vec = shard.seg.similarities(qvec, rows)
     lex = np.minimum(lex_all[rows], 1.0)
     _, updated = _columns(shard, part)
-    path = "index" if part == "seg" and not exhaustive and total > max(EXACT_MAX, fetch) else "exact"
+    indexed = part == "seg" and not exhaustive and total > max(EXACT_MAX, fetch)
+    path = "index" if indexed and shard.seg is not None and shard.seg.index is not None else "exact"
     return Candidates(shard, part, rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
 
 

@@ -5,12 +5,25 @@ file) it holds numpy columns for filtering and ordering without parsing records 
 `updated`, `scores`, `sizes`, id hashes), tag postings, and for searchable shards the vectors
 (float16), the BM25 postings and the Annoy index. Built in a temporary folder and renamed into
 place, so a reader sees a whole checkpoint or none.
+
+`manifest.json`, written last, lists every file with its size and checksum, and keeps a copy of
+the shard's descriptor and of the embedder (from which `mem doctor --repair` restores
+`shard.json` and `store.json`). Opening a checkpoint checks every file against it except
+`data.json`, whose records are checked one by one as they are read (`checksums.npy`). A damaged
+Annoy index is never loaded (random bytes in it crash Annoy): search falls back to exact
+scoring and a warning says so. When another derived file (a column, the postings, the tags) is
+damaged but the records and vectors are intact, `open_segment` rebuilds the derived files in a
+private temporary folder and answers from those, with a warning (the next checkpoint, or `mem
+doctor --repair`, writes them back for good). Otherwise the shard's reads fail with an error
+naming the damaged file, rather than answers computed from garbage.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import mmap
+import os
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -20,11 +33,19 @@ import numpy as np
 import orjson
 
 from . import index as ann
+from .errors import Damaged
+from .integrity import CHECKSUMS, checksum, damaged, file_problem, read_manifest, record_checksum, write_manifest
 from .lexical import SegmentLexicon, write_segment_lexicon
+from .log import logger
 from .schemas import Schema
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
+# Checked by size on open, their checksums on first use: records one by one as they are read, the
+# vectors when a search or a checkpoint first reads them, the index before it is loaded (most
+# commands need none of them, and these are the big files).
+VECTORS = "vectors.npy"
+CHECKED_LATER = (DATA, VECTORS, ann.FILE)
 EXACT_CACHE = 20_000  # checkpoints up to this size keep a float32 copy of their vectors (20 MB)
 
 
@@ -43,10 +64,22 @@ def expiry(doc: dict[str, Any]) -> float:
 
 
 def write_segment(
-    folder: Path, docs: Sequence[dict[str, Any]], vectors: np.ndarray | None, schema: Schema, embedder: str
+    folder: Path,
+    docs: Sequence[dict[str, Any]],
+    vectors: np.ndarray | None,
+    schema: Schema,
+    embedder: str,
+    descriptor: dict[str, Any] | None = None,
+    index: bool = True,
 ) -> None:
-    """Write a complete checkpoint of `docs` (each with an "id") into the empty `folder`."""
+    """Write a complete checkpoint of `docs` (each with an "id") into the empty `folder`; the
+    shard's `descriptor` is kept in its manifest. `index=False` skips the Annoy index (a
+    stand-in for a damaged checkpoint searches exactly)."""
     spans = write_records(folder / DATA, docs)
+    with open(folder / DATA, "rb") as f:
+        data = f.read()
+    sums = np.array([record_checksum(data[start:end]) for start, end in spans], dtype=np.uint64)
+    np.save(folder / CHECKSUMS, sums)
     hashes = np.array([id_hash(d["id"]) for d in docs], dtype=np.uint64)
     columns: dict[str, np.ndarray] = {
         "offsets": np.array(spans, dtype=np.int64).reshape(-1, 2),
@@ -68,11 +101,59 @@ def write_segment(
         dim = int(vectors.shape[1])
         np.save(folder / "vectors.npy", vectors.astype(np.float16))
         write_segment_lexicon(folder, [schema.text(d) for d in docs])
-        if len(docs):
+        if len(docs) and index:
             ann.build(folder, vectors)
     sizes = columns["offsets"][:, 1] - columns["offsets"][:, 0]
     meta = {"count": len(docs), "bytes": int(sizes.sum()), "schema": schema.name, "dim": dim, "embedder": embedder}
     (folder / "meta.json").write_bytes(orjson.dumps(meta))
+    shard = {"schema": schema.name, **(descriptor or {})}
+    write_manifest(folder, {"meta": meta, "shard": shard})
+
+
+def open_segment(folder: Path) -> Segment:
+    """The checkpoint in `folder`; if a derived file is damaged but `data.json` and the vectors
+    pass their checksums, a stand-in rebuilt from them (see the module's docstring)."""
+    try:
+        return Segment(folder)
+    except Damaged as exc:
+        stand_in = _rebuilt(folder)
+        if stand_in is None:
+            raise
+        logger("segment").warning("%s: answering from a rebuilt copy; run `mem doctor --repair`", exc.message)
+        return stand_in
+
+
+def _rebuilt(folder: Path) -> Segment | None:
+    """A Segment over derived files made anew from the trusted records and vectors, or None."""
+    import shutil
+    import tempfile
+
+    from .schemas import SCHEMAS
+
+    manifest = read_manifest(folder)  # raises Damaged itself if it cannot be trusted
+    files = manifest["files"] if manifest else {}
+    trusted = (DATA, VECTORS) if VECTORS in files else (DATA,)
+    if manifest is None or any(name not in files or file_problem(folder, name, files[name]) for name in trusted):
+        return None
+    meta, shard = manifest["meta"], manifest.get("shard", {})
+    docs = list(orjson.loads((folder / DATA).read_bytes())["records"].values())  # its checksum held
+    if len(docs) != meta["count"]:
+        return None
+    vectors = np.load(folder / VECTORS).astype(np.float32) if VECTORS in files else None
+    tmp = Path(tempfile.mkdtemp(prefix="mem-rebuilt-"))
+    try:
+        (tmp / folder.name).mkdir()
+        write_segment(tmp / folder.name, docs, vectors, SCHEMAS[meta["schema"]], meta["embedder"], shard, index=False)
+        segment = Segment(tmp / folder.name)  # every file is open or read now: the folder can go
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    segment.folder = folder
+    return segment
+
+
+def _map(path: Path) -> mmap.mmap | None:
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else None
 
 
 class Segment:
@@ -81,6 +162,8 @@ class Segment:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.gen = int(folder.name.split("-")[1])
+        self.manifest = read_manifest(folder)
+        index_ok = self._verify()
         self.meta = orjson.loads((folder / "meta.json").read_bytes())
         self.n = int(self.meta["count"])
         # Every file is opened (mapped or read) now: a checkpoint may delete this folder at any
@@ -93,13 +176,89 @@ class Segment:
         self._tags_raw = (folder / "tags.json").read_bytes()
         self._records = RecordFile(folder / DATA)
         dim = int(self.meta["dim"])
-        self.vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
+        self._vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
+        # the whole file, mapped now (a checkpoint may delete it) and hashed on first use
+        self._vectors_unchecked = _map(folder / VECTORS) if dim and self.manifest is not None else None
         self.lexicon = SegmentLexicon(folder) if dim else None
-        self.index = ann.Index(folder, dim) if dim and self.n else None
+        listed = self.manifest is not None and ann.FILE in self.manifest["files"]
+        self._index_ok = bool(dim and self.n and index_ok and listed)
+        sealed = self.manifest is not None and CHECKSUMS in self.manifest["files"]
+        self._sums = self._array("checksums") if sealed else None  # older checkpoints have none
+
+    def _verify(self) -> bool:
+        """Check every file against the manifest (see CHECKED_LATER); raise `Damaged` naming a
+        bad file. Returns whether the Annoy index may be loaded: not when its size is wrong
+        (search is then exact), nor without a manifest (a checkpoint of an older version, or one
+        whose manifest was lost: `mem doctor` reports it)."""
+        if self.manifest is None:  # info, not a warning: every command would repeat it until a checkpoint
+            logger("segment").info("%s has no manifest: its index is not used (see `mem doctor`)", self.folder)
+            return False
+        index_ok = True
+        for name, entry in self.manifest["files"].items():
+            problem = file_problem(self.folder, name, entry, full=name not in CHECKED_LATER)
+            if problem is None:
+                continue
+            if name == ann.FILE:
+                logger("segment").warning("%s/%s is damaged (%s): searching exactly; run `mem doctor --repair`",
+                                          self.folder, name, problem)  # fmt: skip
+                index_ok = False
+            else:
+                raise damaged(self.folder / name, problem)
+        return index_ok
+
+    @cached_property
+    def index(self) -> ann.Index | None:
+        """The Annoy index, loaded on first use (most commands never search a checkpoint big
+        enough to need it) and only after its checksum held: random bytes crash Annoy. None
+        means search exactly: no index, a damaged one, or one a checkpoint removed meanwhile."""
+        if not self._index_ok:
+            return None
+        assert self.manifest is not None
+        try:
+            problem = file_problem(self.folder, ann.FILE, self.manifest["files"][ann.FILE])
+            if problem is None:
+                return ann.Index(self.folder, int(self.meta["dim"]))
+        except FileNotFoundError:
+            problem = "missing"
+        if problem == "missing":  # a checkpoint replaced this one meanwhile: the next refresh sees it
+            return None
+        logger("segment").warning("%s/%s is damaged (%s): searching exactly; run `mem doctor --repair`",
+                                  self.folder, ann.FILE, problem)  # fmt: skip
+        return None
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The float16 vectors; the first use checks them against the manifest."""
+        if self._vectors_unchecked is not None:
+            assert self.manifest is not None
+            intact = checksum(self._vectors_unchecked) == self.manifest["files"][VECTORS]["xxh3"]
+            if not intact:
+                raise damaged(self.folder / VECTORS, "checksum mismatch")
+            self._vectors_unchecked.close()
+            self._vectors_unchecked = None
+        return self._vectors
+
+    def blind(self, dim: int) -> None:
+        """Search this checkpoint by words, keys and tags only: its vectors have another dimension
+        than the store's embedder makes (a reindex has not reached it yet), so they are replaced
+        by zeros of `dim` and its index is never used."""
+        self._vectors = np.zeros((self.n, dim), dtype=np.float16)
+        if self._vectors_unchecked is not None:
+            self._vectors_unchecked.close()
+            self._vectors_unchecked = None
+        index = self.__dict__.get("index")
+        if index is not None:
+            index.close()
+        self._index_ok = False
+        self.__dict__["index"] = None
 
     def _array(self, name: str) -> np.ndarray:
         """A memory-mapped column, as a plain ndarray view (indexing np.memmap is much slower)."""
-        return np.asarray(np.load(self.folder / f"{name}.npy", mmap_mode="r"))
+        path = self.folder / f"{name}.npy"
+        try:
+            return np.asarray(np.load(path, mmap_mode="r"))
+        except (ValueError, EOFError) as exc:  # not a .npy file any more (one without a manifest)
+            raise damaged(path, f"unreadable: {exc}") from None
 
     @cached_property
     def sizes(self) -> np.ndarray:
@@ -128,7 +287,16 @@ class Segment:
 
     def doc(self, row: int) -> dict[str, Any]:
         start, end = self.offsets[row]
-        return self._records.load(int(start), int(end))
+        raw = self._records.raw(int(start), int(end))
+        if self._sums is not None and record_checksum(raw) != int(self._sums[row]):
+            raise self._damaged_record(row)
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:  # an older checkpoint, without record checksums
+            raise self._damaged_record(row) from None
+
+    def _damaged_record(self, row: int) -> Damaged:
+        return damaged(self.folder / DATA, f"record {row + 1}")
 
     def find(self, rid: str) -> int | None:
         """The row holding record `rid`, if the checkpoint has it."""
@@ -149,5 +317,8 @@ class Segment:
 
     def close(self) -> None:
         self._records.close()
-        if self.index is not None:
-            self.index.close()
+        if self._vectors_unchecked is not None:
+            self._vectors_unchecked.close()
+        index = self.__dict__.get("index")  # only if it was loaded
+        if index is not None:
+            index.close()

@@ -34,15 +34,18 @@ import numpy as np
 import orjson
 
 from .embed import decode_vector
+from .errors import Damaged
+from .integrity import parse_line, read_manifest, seal
 from .journal import Journal, Op
 from .memtable import Memtable
 from .paths import ensure_dir, write_atomic
 from .schemas import Schema
-from .segment import Segment, expiry
+from .segment import Segment, expiry, open_segment
 
 WAL = "wal-{:08d}.ndjson"
 SEG = "seg-{:08d}"
 DESCRIPTOR = "shard.json"
+DAMAGED = "damaged-"  # prefix of a journal with damaged lines that a checkpoint kept aside
 _NAME = re.compile(r"^(wal|seg)-(\d{8})(\.ndjson)?$")
 
 
@@ -59,6 +62,47 @@ def listing(folder: Path) -> tuple[list[int], list[int]]:
         if match:
             (segs if match[1] == "seg" else wals).append(int(match[2]))
     return sorted(segs), sorted(wals)
+
+
+def recorded_descriptor(folder: Path) -> dict[str, Any] | None:
+    """The shard's descriptor from the copies kept beside its data (the newest checkpoint's
+    manifest, else a journal's header), for when `shard.json` is lost or damaged."""
+    segs, wals = listing(folder)
+    for gen in reversed(segs):
+        try:
+            manifest = read_manifest(folder / SEG.format(gen))
+        except (OSError, Damaged):
+            continue
+        if manifest is not None and isinstance(manifest.get("shard"), dict) and "kind" in manifest["shard"]:
+            return dict(manifest["shard"])
+    for gen in reversed(wals):
+        try:
+            with open(folder / WAL.format(gen), "rb") as f:
+                first = f.readline()
+        except OSError:
+            continue
+        op, _, _ = parse_line(first.rstrip(b"\n"), False)
+        if op is not None and op["op"] == "shard" and "kind" in op["shard"]:
+            return dict(op["shard"])
+    return None
+
+
+class MissingCheckpoint(Damaged):
+    """The journals after a checkpoint are there but the checkpoint is not."""
+
+
+def check_chain(folder: Path, newest: int, wals: list[int]) -> None:
+    """Raise `MissingCheckpoint` if the journals after checkpoint `newest` do not start right
+    after it. Every journal is created as `wal-<checkpoint + 1>` and a checkpoint is renamed
+    into place before the journals it covers are deleted, so a gap means a checkpoint folder
+    was lost: reading on would silently drop its records."""
+    after = [gen for gen in wals if gen > newest]
+    if after and after[0] != newest + 1:
+        lost = folder / SEG.format(after[0] - 1)
+        raise MissingCheckpoint(
+            f"{lost} is missing (the journals after it remain): run `mem doctor --repair`",
+            {"file": str(lost), "why": "missing"},
+        )
 
 
 class Shard:
@@ -87,7 +131,11 @@ class Shard:
         for _ in range(10):
             try:
                 return self._refresh_once()
-            except FileNotFoundError:  # a checkpoint removed what we listed: list again
+            except (FileNotFoundError, MissingCheckpoint):  # a checkpoint removed what we listed: list again
+                continue
+            except Damaged as exc:  # a file missing from a checkpoint being removed (a namespace delete)
+                if exc.detail.get("why") != "missing":
+                    raise
                 continue
         self._refresh_once()
 
@@ -95,6 +143,7 @@ class Shard:
         assert self.folder is not None
         segs, wals = listing(self.folder)
         newest = segs[-1] if segs else 0
+        check_chain(self.folder, newest, wals)
         if newest != self.seg_gen or any(j.unlinked() for j in self.journals):
             self._reset(self._open_segment(newest) if newest else None)
         known = {j.gen for j in self.journals}
@@ -108,12 +157,9 @@ class Shard:
 
     def _open_segment(self, gen: int) -> Segment:
         assert self.folder is not None
-        seg = Segment(self.folder / SEG.format(gen))
+        seg = open_segment(self.folder / SEG.format(gen))
         if self.dim and int(seg.meta["dim"]) != self.dim:  # mid-reindex: words only, no vectors
-            seg.vectors = np.zeros((seg.n, self.dim), dtype=np.float16)
-            if seg.index is not None:
-                seg.index.close()
-            seg.index = _NoNeighbours() if seg.n else None  # type: ignore[assignment]
+            seg.blind(self.dim)
         return seg
 
     def _reset(self, seg: Segment | None) -> None:
@@ -150,14 +196,18 @@ class Shard:
             return self.journals[-1]
         assert self.folder is not None
         ensure_dir(self.folder)
+        record = self.record()
         if not (self.folder / DESCRIPTOR).exists():
-            record = {"schema": self.schema.name, **self.descriptor}
-            write_atomic(self.folder / DESCRIPTOR, orjson.dumps(record))
+            write_atomic(self.folder / DESCRIPTOR, seal(record))
             if self.on_create is not None:
                 self.on_create()
         gen = self.seg_gen + 1
-        self.journals.append(Journal.create(self.folder / WAL.format(gen), gen))
+        self.journals.append(Journal.create(self.folder / WAL.format(gen), gen, record))
         return self.journals[-1]
+
+    def record(self) -> dict[str, Any]:
+        """The shard's descriptor as `shard.json` holds it (copied into journals and manifests)."""
+        return {"schema": self.schema.name, **self.descriptor}
 
     def _apply(self, op: Op) -> None:
         self.version += 1
@@ -235,13 +285,3 @@ class Shard:
 
     def close(self) -> None:
         self._reset(None)
-
-
-class _NoNeighbours:
-    """Stands in for the Annoy index of a checkpoint whose vectors have another dimension."""
-
-    def nearest(self, query: np.ndarray, n: int) -> np.ndarray:
-        return np.zeros(0, dtype=np.int64)
-
-    def close(self) -> None:
-        pass

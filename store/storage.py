@@ -94,8 +94,12 @@ class RecordFile:
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
 
     def load(self, start: int, end: int) -> dict[str, Any]:
+        return orjson.loads(self.raw(start, end))
+
+    def raw(self, start: int, end: int) -> bytes:
+        """The bytes of one record (checked against its checksum by the caller)."""
         assert self._map is not None
-        return orjson.loads(self._map[start:end])
+        return self._map[start:end]
 
     def close(self) -> None:
         if self._map is not None:

@@ -11,11 +11,16 @@ where `kind` is an A2E tier (`episodic`, `semantic`) or a codebolt collection (`
 exported, and neither are working tiers (a session's scratch pad, not the store's content).
 Import upserts each record as it is, timestamps included (A2E entries pass the same validation
 and limits as `memory/store`), so export -> import -> export gives back the same bytes.
+
+A damaged shard does not stop an export: its readable records are exported (see `salvage.py`)
+and, after the last line, `Damaged` names each damaged shard, so the CLI writes the whole dump
+and then exits 1 with the message: a partial dump is never mistaken for a complete one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,10 +28,12 @@ import orjson
 from . import clock
 from .a2e import A2E, check_name, public
 from .engine import Engine
-from .errors import InvalidInput
+from .errors import Damaged, InvalidInput
 from .kinds import A2E_TIERS, schema_of
 from .ndjson import objects
 from .records import Collection, serialised_size
+from .salvage import salvage_shard
+from .segment import expiry
 
 Record = dict[str, Any]
 
@@ -34,6 +41,7 @@ Record = dict[str, Any]
 def export_records(engine: Engine, namespace: str | None = None) -> Iterator[bytes]:
     """The dump's lines (without newlines), in their stable order."""
     records = []
+    damaged: list[str] = []
     now = clock.now()
     for name, folder in engine.namespaces():
         if namespace is not None and name != namespace:
@@ -42,11 +50,28 @@ def export_records(engine: Engine, namespace: str | None = None) -> Iterator[byt
             kind, scope = descriptor["kind"], descriptor.get("scope", [])
             if kind == "working":
                 continue
-            for doc in engine.open_folder(shard_folder).docs(now):
+            for doc in _readable_docs(engine, shard_folder, now, damaged):
                 records.append({"namespace": name, "kind": kind, "scope": scope, "id": doc["id"], "doc": doc})
     records.sort(key=lambda r: (r["namespace"], r["kind"], r["scope"], r["id"]))
     for record in records:
         yield orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
+    if damaged:
+        problems = list(dict.fromkeys(damaged))  # store.json's damage is met by every shard
+        raise Damaged(f"the store is damaged: {'; '.join(problems)}; run `mem doctor`", {"damaged": problems})
+
+
+def _readable_docs(engine: Engine, folder: Path, now: float, damaged: list[str]) -> list[Record]:
+    """The shard's live records; for a damaged shard, those that can still be read (its
+    problem is added to `damaged`)."""
+    try:
+        return list(engine.open_folder(folder).docs(now))
+    except Damaged as exc:
+        saved = salvage_shard(folder)
+        damaged.append(f"{exc.detail.get('file')} ({exc.detail.get('why', 'unreadable')})")
+        if saved.lost is None or saved.lost or saved.bad_lines:
+            lost = "an unknown number of" if saved.lost is None else saved.lost
+            damaged.append(f"{folder}: {lost} records and {saved.bad_lines} journal lines could not be read")
+        return [doc for doc in saved.docs.values() if expiry(doc) > now]
 
 
 def import_records(engine: Engine, a2e: A2E, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:

@@ -81,8 +81,10 @@ CASES = {
         ["store", "x", "--tier", "semantic"], "semantic_writers must be a list", config='{"semantic_writers": "lead"}'
     ),
     "config-unreadable": Case(["keys"], "config.json: cannot be read", config="<directory>"),
-    "store-json-damaged": Case(["store", "x"], "store.json: damaged, not JSON", code=1, store_json="{bad"),
-    "store-json-no-embedder": Case(["store", "x"], "store.json: damaged, no embedder", code=1, store_json="[]"),
+    "store-json-damaged": Case(["store", "x"], "store.json is damaged (not JSON)", code=1, store_json="{bad"),
+    "store-json-no-embedder": Case(
+        ["store", "x"], "store.json is damaged (no valid 'embedder')", code=1, store_json="[]"
+    ),
     # -- environment variables ----------------------------------------------------------------
     "env-negative-limit": Case(["serve-stdio"], "MEM_MAX_LINE_BYTES", env={"MEM_MAX_LINE_BYTES": "-5"}),
     "env-checkpoint-bytes": Case(["set", "k", "v"], "MEM_CHECKPOINT_BYTES", env={"MEM_CHECKPOINT_BYTES": "big"}),

@@ -115,9 +115,10 @@ def test_doctor_finds_and_repairs_a_broken_index(home):
     os.chmod(next(home.rglob("data.json")), 0o644)
     findings = MemoryService(home).doctor()
     problems = " ".join(f["problem"] for f in findings)
-    assert "unreadable" in problems and "readable by others" in problems
+    assert "damaged" in problems and "readable by others" in problems
+    assert str(index.relative_to(home)) in [f["where"] for f in findings]
     repaired = MemoryService(home).doctor(repair=True)
-    assert any(f["problem"] == "repaired" for f in repaired)
+    assert repaired and all(f["fixed"] and f["lost"] == 0 for f in repaired)
     fixed = MemoryService(home)
     assert [f for f in fixed.doctor() if "readable" not in f["problem"]] == []
     assert fixed.retrieve(scope, query="python packaging")["entries"][0]["key"] == {"k": 1}

@@ -283,10 +283,10 @@ def test_doctor_finds_journal_vectors_of_another_dimension_and_repairs_them(home
     svc.close()
     monkeypatch.setenv("MEM_EMBEDDER", "hash:256")
     findings = MemoryService(home).doctor()
-    assert any("dimension 64" in f["problem"] and "wal-" in f["problem"] for f in findings), findings
+    assert any("dimension 64" in f["problem"] and "wal-" in f["where"] for f in findings), findings
     assert semantic_keys(MemoryService(home), query="zebra") == {"0", "1", "2"}  # words still find them
     repaired = MemoryService(home).doctor(repair=True)
-    assert any(f["problem"] == "repaired" for f in repaired)
+    assert any(f["fixed"] for f in repaired)
     assert MemoryService(home).doctor() == []
 
 
@@ -475,7 +475,8 @@ def test_with_checkpoints_off_nothing_is_purged_until_gc(home):
 
 def test_repair_of_a_checkpoint_emptied_by_a_race_reports_the_loss(home):
     """What the audit's races left: the newest seg-* folder empty. Repair must not rebuild it as
-    an empty checkpoint and call the store healthy: it says what was lost and keeps the files."""
+    an empty checkpoint and call the store healthy: it says that the records were lost (how many is
+    unknown) and keeps what the journals after it hold."""
     svc = MemoryService(home)
     scope = svc.scope("ns", "a")
     svc.store(scope, [{"key": {"i": str(i)}, "content": f"old {i}", "tier": "semantic"} for i in range(3)])
@@ -487,6 +488,5 @@ def test_repair_of_a_checkpoint_emptied_by_a_race_reports_the_loss(home):
     with pytest.raises(FileNotFoundError):
         MemoryService(home).retrieve(scope)
     findings = MemoryService(home).doctor(repair=True)
-    assert any("records unreadable" in f["problem"] for f in findings), findings
+    assert any(f["lost"] is None and "how many is unknown" in f["repair"] for f in findings), findings
     assert semantic_keys(MemoryService(home)) == {"new"}
-    assert list(home.rglob("damaged-seg-*"))

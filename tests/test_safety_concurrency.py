@@ -286,23 +286,23 @@ def test_a_checkpoint_landing_during_a_request_does_not_fail_it(home, query):
 
 
 def test_a_checkpoint_landing_while_a_reader_opens_a_segment_does_not_fail_it(home, monkeypatch):
-    from store import index
+    from store import lexical
 
     reader, writer = MemoryService(home), MemoryService(home)
     scope = writer.scope(NAMESPACE, "a")
     writer.store(scope, [{"key": {"i": i}, "content": f"note {i}", "tier": "semantic"} for i in range(10)])
     writer.checkpoint(force=True)
     assert writer.retrieve(scope)["total"] == 10  # the writer has opened the checkpoint already
-    opening = index.Index.__init__
+    opening = lexical.SegmentLexicon.__init__  # (the Annoy index is opened later, when a search needs it)
     landed = []
 
-    def open_after_a_checkpoint_landed(self, folder, dim):
+    def open_after_a_checkpoint_landed(self, folder):
         if not landed:  # the reader is opening seg-1: a checkpoint elsewhere replaces it first
             landed.append(folder)
             writer.store(scope, [{"key": {"i": 10}, "content": "one more", "tier": "semantic"}])
             writer.checkpoint(force=True)
-        opening(self, folder, dim)
+        opening(self, folder)
 
-    monkeypatch.setattr(index.Index, "__init__", open_after_a_checkpoint_landed)
+    monkeypatch.setattr(lexical.SegmentLexicon, "__init__", open_after_a_checkpoint_landed)
     assert reader.retrieve(scope, tier="semantic")["total"] == 11
     assert landed and not landed[0].exists()

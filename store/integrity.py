@@ -1,0 +1,236 @@
+"""Checksums on everything written, and reading what survives when something was damaged.
+
+Like the blocks and log records of LevelDB, every file `mem` writes can tell whether it is still
+what was written:
+
+- A sealed JSON object (a journal line, `manifest.json`, `shard.json`, `namespace.json`,
+  `store.json`) ends with its own checksum as one more key: `{...,"crc":"<16 hex>"}`. The
+  checksum is the xxh3-64 of the object as written without that key, so a line stays readable
+  JSON for people and older versions, and one changed byte anywhere is detected.
+- A checkpoint folder carries `manifest.json`, written last: every file's size and xxh3-64. A
+  reader checks every size and the small files' checksums when it opens the checkpoint, and the
+  big files' when it first uses them (see `segment.py`): `data.json` record by record against
+  the `checksums.npy` column, the vectors on first read, the Annoy index before it is loaded.
+
+xxh3 (the `xxhash` package) rather than `zlib.crc32`: it is ten times faster on large files,
+which matters because the Annoy index must be verified before every load (random bytes in it
+crash the process inside Annoy) and the CLI opens checkpoints on every call.
+
+When a file is damaged, `salvage_records` recovers every intact record of a checkpoint file by
+scanning it record by record, so `mem doctor --repair` and `mem export` keep what can be read.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import xxhash
+
+from .errors import Damaged
+
+SEAL = b',"crc":"'
+_SEALED_TAIL = len(SEAL) + 16 + 2  # ,"crc":"<16 hex>"}
+MANIFEST = "manifest.json"
+CHECKSUMS = "checksums.npy"  # one xxh3-64 per record of data.json, row order
+
+
+def checksum(data: bytes | memoryview | mmap.mmap) -> str:
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+def record_checksum(data: bytes | memoryview) -> int:
+    return xxhash.xxh3_64_intdigest(data)
+
+
+def file_checksum(path: Path) -> str:
+    """xxh3-64 of a whole file, through a memory map (no copy of a large file)."""
+    with open(path, "rb") as f:
+        if not os.fstat(f.fileno()).st_size:
+            return checksum(b"")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return checksum(view)
+
+
+# -- sealed JSON objects ---------------------------------------------------------------------
+
+
+def seal(obj: dict[str, Any]) -> bytes:
+    """`obj` as one line of JSON (no newline) ending with its checksum."""
+    payload = orjson.dumps(obj)
+    assert len(payload) > 2, "an empty object cannot be sealed"
+    return payload[:-1] + SEAL + checksum(payload).encode() + b'"}'
+
+
+def unseal(line: bytes) -> tuple[bytes, bool | None]:
+    """(payload, verdict): True when the checksum holds, False when it does not, None when the
+    line carries no checksum (written by a version before checksums)."""
+    if len(line) > _SEALED_TAIL and line[-_SEALED_TAIL : -_SEALED_TAIL + len(SEAL)] == SEAL and line.endswith(b'"}'):
+        payload = line[:-_SEALED_TAIL] + b"}"
+        return payload, checksum(payload).encode() == line[-18:-2]
+    return line, None
+
+
+def read_sealed(path: Path, required: dict[str, type] | None = None, sealed_only: bool = False) -> dict[str, Any]:
+    """A sealed JSON file, checked: raises FileNotFoundError if absent and `Damaged` (naming the
+    file) if its checksum fails, it does not parse, or a `required` key is missing or of another
+    type. Unsealed files (older versions) are accepted unless `sealed_only`."""
+    raw = path.read_bytes().strip()
+    payload, verdict = unseal(raw)
+    if verdict is False or (verdict is None and sealed_only):
+        raise damaged(path, "checksum mismatch")
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise damaged(path, "not JSON") from None
+    for key, kind in (required or {}).items():
+        if not isinstance(obj, dict) or not isinstance(obj.get(key), kind):
+            raise damaged(path, f"no valid {key!r}")
+    return obj
+
+
+def damaged(path: Path, why: str) -> Damaged:
+    """The error for a damaged file: names it, says why, and what to run."""
+    return Damaged(f"{path} is damaged ({why}): run `mem doctor --repair`", {"file": str(path), "why": why})
+
+
+# -- journal lines ---------------------------------------------------------------------------
+
+
+def check_op(op: Any) -> str | None:
+    """Why `op` is not a well-formed journal operation, or None if it is."""
+    if not isinstance(op, dict):
+        return "not an object"
+    kind = op.get("op")
+    if kind == "put":
+        recs = op.get("recs")
+        if not isinstance(recs, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("id"), str) and isinstance(r.get("doc"), dict) for r in recs
+        ):
+            return "a put without valid records"
+    elif kind == "del":
+        ids = op.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return "a delete without valid ids"
+    elif kind == "shard":
+        if not isinstance(op.get("shard"), dict):
+            return "a header without a shard descriptor"
+    else:
+        return "an unknown operation"
+    return None
+
+
+def parse_line(line: bytes, sealed: bool) -> tuple[dict[str, Any] | None, str | None, bool]:
+    """(op, problem, sealed): the operation on one journal line, or why it was rejected. `sealed`
+    says whether an earlier line of the journal carried a checksum: from then on every line
+    must (a line whose checksum marker itself was damaged is caught that way)."""
+    payload, verdict = unseal(line)
+    if verdict is False:
+        return None, "checksum mismatch", True
+    if verdict is None and sealed:
+        return None, "no checksum", True
+    try:
+        op = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None, "not JSON", sealed
+    problem = check_op(op)
+    return (None if problem else op), problem, sealed or bool(verdict)
+
+
+def complete_lines(data: bytes) -> list[bytes]:
+    """The lines of `data` that end with a newline. Only b"\\n" ends a line: a stray b"\\r" in a
+    damaged line must not split it in two (`bytes.splitlines` would)."""
+    return data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
+
+
+def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+    """Every valid operation of a journal file, and (line number, problem) of each bad line.
+    A torn last line (no newline) is not counted: writers cut it off."""
+    data = path.read_bytes()
+    ops: list[dict[str, Any]] = []
+    bad: list[tuple[int, str]] = []
+    sealed = False
+    for number, line in enumerate(complete_lines(data), 1):
+        op, problem, sealed = parse_line(line, sealed)
+        if op is None:
+            bad.append((number, problem or "unreadable"))
+        else:
+            ops.append(op)
+    return ops, bad
+
+
+# -- checkpoint manifests ----------------------------------------------------------------------
+
+
+def write_manifest(folder: Path, extra: dict[str, Any]) -> None:
+    """List every file of `folder` with its size and checksum, in `manifest.json` (written last)."""
+    files = {
+        path.name: {"size": path.stat().st_size, "xxh3": file_checksum(path)}
+        for path in sorted(folder.iterdir())
+        if path.name != MANIFEST
+    }
+    (folder / MANIFEST).write_bytes(seal({"format": 2, "files": files, **extra}))
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The checkpoint's manifest; None if it has none (written before checksums existed)."""
+    try:
+        return read_sealed(folder / MANIFEST, {"files": dict}, sealed_only=True)
+    except FileNotFoundError:
+        return None
+
+
+def file_problem(folder: Path, name: str, entry: dict[str, Any], full: bool = True) -> str | None:
+    """What is wrong with file `name` of a checkpoint according to its manifest entry (size
+    only unless `full`), or None."""
+    try:
+        size = (folder / name).stat().st_size
+    except FileNotFoundError:
+        return "missing"
+    if size != entry.get("size"):
+        return f"{size} bytes where {entry.get('size')} were written"
+    if full and file_checksum(folder / name) != entry.get("xxh3"):
+        return "checksum mismatch"
+    return None
+
+
+# -- salvaging records -------------------------------------------------------------------------
+
+_RECORD_START = re.compile(rb'[{,]"(\d+)":(?=\{)')
+
+
+def scan_records(data: bytes) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """(doc id, bytes, record) of every record of a checkpoint file that still parses, however
+    the file was cut or overwritten. A record of a TinyDB table is `"<doc id>":{...}` preceded
+    by `{` or `,`; such a marker cannot occur inside a JSON string (its quote would be escaped),
+    only in a nested object, so each candidate is parsed up to one of the next few markers and
+    the first end that parses is taken."""
+    starts = [(m.end(), int(m[1]), m.start()) for m in _RECORD_START.finditer(data)]
+    ends = [m_start for _, _, m_start in starts[1:]] + [len(data)]
+    i = 0
+    while i < len(starts):
+        body, doc_id, _ = starts[i]
+        for j in range(i, min(i + 8, len(starts))):
+            found = _loads_record(data[body : ends[j]])
+            if found is not None:
+                yield doc_id, *found
+                i = j
+                break
+        i += 1
+
+
+def _loads_record(chunk: bytes) -> tuple[bytes, dict[str, Any]] | None:
+    """The record in `chunk` (its exact bytes, and it parsed), which may be followed by the
+    table's and the file's closing braces."""
+    for cut in (chunk, chunk[:-1], chunk[:-2]):
+        try:
+            doc = orjson.loads(cut)
+        except orjson.JSONDecodeError:
+            continue
+        return (cut, doc) if isinstance(doc, dict) and isinstance(doc.get("id"), str) else None
+    return None

@@ -1,0 +1,108 @@
+"""Reading a damaged shard: every record that can still be trusted, and what was lost.
+
+Used by `mem doctor --repair` (which then writes a fresh checkpoint of what was saved) and by
+`mem export` on a shard that cannot be opened. Nothing here trusts a derived file that failed
+its checksum: the records come from `data.json`, scanned record by record (so a truncated or
+overwritten file still yields every intact record; each is checked against `checksums.npy` when
+that column is intact), then the journals after the checkpoint are replayed, valid lines only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from .errors import Damaged
+from .integrity import CHECKSUMS, file_problem, read_manifest, record_checksum, scan_journal, scan_records
+from .shard import DAMAGED, SEG, WAL, MissingCheckpoint, check_chain, listing
+
+
+@dataclass
+class Salvage:
+    docs: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> record, journals applied
+    from_checkpoint: int = 0  # records read from the checkpoint file
+    expected: int | None = None  # records the checkpoint was written with (None: unknown)
+    bad_lines: int = 0  # journal lines skipped (each a write whose records are lost)
+    missing: str | None = None  # a checkpoint folder that is gone, its records with it
+
+    @property
+    def lost(self) -> int | None:
+        """Checkpoint records that could not be read (None when a whole checkpoint is gone)."""
+        if self.missing is not None:
+            return None
+        return max(0, (self.expected or 0) - self.from_checkpoint)
+
+
+def salvage_shard(folder: Path) -> Salvage:
+    """Everything readable in the shard `folder` (the caller holds its lock when it rewrites)."""
+    result = Salvage()
+    segs, wals = listing(folder)
+    base = segs[-1] if segs else 0
+    try:
+        check_chain(folder, base, wals)
+        if base:
+            _read_checkpoint(folder / SEG.format(base), result)
+    except MissingCheckpoint as exc:
+        result.missing = exc.detail["file"]
+        base = 0  # the checkpoint the journals build on is gone: older ones would resurrect stale data
+    for kept in folder.glob(f"{DAMAGED}*"):  # its valid lines are in the checkpoint already
+        result.bad_lines += len(scan_journal(kept)[1])
+    for gen in (g for g in wals if g > base):
+        ops, bad = scan_journal(folder / WAL.format(gen))
+        result.bad_lines += len(bad)
+        for op in ops:
+            for rec in op.get("recs", ()):
+                result.docs[rec["id"]] = rec["doc"]
+            for rid in op.get("ids", ()):
+                result.docs.pop(rid, None)
+    return result
+
+
+def _read_checkpoint(seg: Path, result: Salvage) -> None:
+    try:
+        manifest = read_manifest(seg)
+    except Damaged:
+        manifest = None
+    sums = _trusted_checksums(seg, manifest)
+    result.expected = _expected_count(seg, manifest)
+    try:
+        data = (seg / "data.json").read_bytes()
+    except FileNotFoundError:
+        data = b""
+    seen: set[int] = set()
+    for doc_id, raw, doc in scan_records(data):
+        row = doc_id - 1
+        if row in seen or (sums is not None and (row >= len(sums) or record_checksum(raw) != int(sums[row]))):
+            continue  # a damaged record that still parses, or a nested object taken for a record
+        seen.add(row)
+        result.docs[doc["id"]] = doc
+    result.from_checkpoint = len(seen)
+    if result.expected is None and not seen:  # nothing says how many it held, and none can be read
+        result.missing = str(seg)
+    elif result.expected is None:
+        result.expected = max(seen) + 1
+
+
+def _expected_count(seg: Path, manifest: dict[str, Any] | None) -> int | None:
+    """How many records the checkpoint was written with: from the manifest, else (an older
+    checkpoint) from meta.json if it still parses."""
+    meta = (manifest or {}).get("meta")
+    if meta is None:
+        try:
+            meta = orjson.loads((seg / "meta.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+    count = meta.get("count") if isinstance(meta, dict) else None
+    return count if isinstance(count, int) else None
+
+
+def _trusted_checksums(seg: Path, manifest: dict[str, Any] | None) -> np.ndarray | None:
+    """The record checksums, if the manifest vouches for them."""
+    entry = (manifest or {}).get("files", {}).get(CHECKSUMS)
+    if entry is None or file_problem(seg, CHECKSUMS, entry) is not None:
+        return None
+    return np.load(seg / CHECKSUMS)
