@@ -51,6 +51,9 @@ def main() -> int:
     parser.add_argument("--writers", default="cli,stdio,stdio,mcp", help="writer kinds, comma-separated")
     parser.add_argument("--maintainers", type=int, default=2, help="maintenance loops at once")
     parser.add_argument("--checkpoint-bytes", type=int, default=2048, help="MEM_CHECKPOINT_BYTES")
+    parser.add_argument(
+        "--only", default="", help="only these maintenance commands, comma-separated (e.g. 'reindex,kill')"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the stores and reports")
     args = parser.parse_args()
 
@@ -64,6 +67,7 @@ def main() -> int:
             writers=tuple(args.writers.split(",")),
             checkpoint_bytes=args.checkpoint_bytes,
             maintainers=args.maintainers,
+            only=tuple(filter(None, args.only.split(","))),
         )
         print(result.summary(), flush=True)
         rows.append(row(result))

@@ -303,6 +303,11 @@ class Writer:
 
     # Choosing keys ----------------------------------------------------------------------------
 
+    def namespace(self) -> str:
+        """Mostly the first namespace, so that its shards are hot: checkpoints of a shard then
+        run while writers append to it and maintenance rebuilds it."""
+        return self.rng.choice([NAMESPACES[0]] * 3 + list(NAMESPACES[1:]))
+
     def new_or_old(self, kind: str) -> tuple[KeyId, dict[str, Any]] | None:
         mine = [k for k in self.keys if k[0][0] == kind]
         if mine and self.rng.random() < 0.4:
@@ -314,8 +319,8 @@ class Writer:
         old = self.new_or_old("entry")
         if old:
             return old
-        ns = self.rng.choice(NAMESPACES)
-        tier = self.rng.choice(self.tiers)
+        ns = self.namespace()
+        tier = self.rng.choice([*self.tiers, "semantic"])  # the semantic tier is shared: the hottest
         key = {"w": self.name, "i": str(next(self.counter))}
         if tier == "working":
             sid = self.session(ns)
@@ -463,7 +468,7 @@ class CliWriter(Writer):
             self.saw(kid, sent, ended, seen, what)
 
     def new_kv(self) -> tuple[KeyId, dict[str, Any]]:
-        ns = self.rng.choice(NAMESPACES)
+        ns = self.namespace()
         key = f"{self.name}-{next(self.counter)}"
         kid, addr = ("kv", ns, key), {"ns": ns, "key": key}
         self.keys.append((kid, addr))
@@ -530,17 +535,22 @@ class ServerWriter(Writer):
             self.run.fail("crashed processes", f"{self.name} ({self.kind}) exited {rc}: {tail.strip()}")
         with self.run.lock:
             self.run.counters.restarts += 1
-        if not self.run.stop.is_set():
-            try:
-                self.spawn()
-            except Killed:  # killed again during its handshake
-                self.died()
+        if self.run.stop.is_set():
+            self.proc = None  # accounted for: nothing left to close
+            return
+        try:
+            self.spawn()
+        except Killed:  # killed again during its handshake
+            self.died()
 
     def close(self) -> None:
         """End of input: the server must exit 0 promptly with everything acknowledged on disk."""
-        proc = self.proc
-        if proc is None:
-            return
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            self.end(proc)
+        self.stderr.close()
+
+    def end(self, proc: subprocess.Popen) -> None:
         try:
             assert proc.stdin
             proc.stdin.close()
@@ -554,7 +564,6 @@ class ServerWriter(Writer):
             self.run.fail("hung processes", f"{self.name}: did not exit at end of input")
         if rc != 0 and not self.take_kill(rc):
             self.run.fail("crashed processes", f"{self.name} ({self.kind}) exited {rc} at end of input")
-        self.stderr.close()
 
 
 class StdioWriter(ServerWriter):
@@ -592,8 +601,11 @@ class StdioWriter(ServerWriter):
     def outcome(self, what: str, reply: dict[str, Any], addr: dict[str, Any], reads: bool = False) -> bool | None:
         if reply["type"] != "error":
             return True
-        if reply.get("code") in DOCUMENTED and addr["tier"] == "working":
-            self.forget_session(addr["session"])
+        if reply.get("code") in DOCUMENTED:  # a session closed (or its namespace deleted): make another
+            if addr["tier"] == "working":
+                self.forget_session(addr["session"])
+            else:
+                self.inits.pop(addr["ns"], None)
             return False
         self.run.fail("failed reads" if reads else "failed writes", f"{self.name}: {what}: {reply}")
         return None
@@ -646,7 +658,7 @@ class StdioWriter(ServerWriter):
             self.saw(kid, sent, ended, found[0]["content"] if found else ABSENT, what)
         if self.rng.random() < 0.3:  # a similarity query must work too (vectors of the right shape)
             reply = self.ask("memory/retrieve/req", memory_id=mid, query=self.rng.choice(WORDS), limit=5)
-            if reply["type"] == "error" and not (reply.get("code") in DOCUMENTED and addr["tier"] == "working"):
+            if reply["type"] == "error" and reply.get("code") not in DOCUMENTED:
                 self.run.fail("failed reads", f"{self.name}: memory/retrieve query in {addr['ns']}: {reply}")
 
     def has_kv(self) -> bool:
@@ -734,7 +746,7 @@ class McpWriter(ServerWriter):
     def op_set(self) -> None:
         old = self.new_or_old("kv")
         if old is None:
-            ns = self.rng.choice(NAMESPACES)
+            ns = self.namespace()
             key = f"{self.name}-{next(self.counter)}"
             old = ("kv", ns, key), {"ns": ns, "key": key}
             self.keys.append(old)
@@ -786,15 +798,18 @@ class Maintenance:
         "kill": 2,
     }
 
-    def __init__(self, run: Run, writers: list[Writer], rng: random.Random, export: Path) -> None:
+    def __init__(
+        self, run: Run, writers: list[Writer], rng: random.Random, export: Path, only: tuple[str, ...] = ()
+    ) -> None:
         self.run, self.writers, self.rng, self.export = run, writers, rng, export
+        self.deck = {name: n for name, n in self.DECK.items() if not only or name in only}
 
     def loop(self) -> None:
         deck: list[str] = []
         try:
             while not self.run.stop.is_set():
                 if not deck:
-                    deck = [name for name, count in self.DECK.items() for _ in range(count)]
+                    deck = [name for name, count in self.deck.items() for _ in range(count)]
                     self.rng.shuffle(deck)
                 choice = deck.pop()
                 getattr(self, "do_" + choice.split()[0])(choice)
@@ -808,7 +823,7 @@ class Maintenance:
         rc, out, err, sent, ended = self.run.cli(*args)
         with self.run.lock:
             self.run.timeline.append(f"[{sent:.3f}..{ended:.3f}] mem {' '.join(args)} -> exit {rc}")
-        if rc != 0 and not (args[0] == "session" and rc == 3):
+        if rc != 0 and not (args[0] in ("session", "namespaces") and rc == 3):  # exit 3: not there (any more)
             self.run.fail("failed maintenance", f"mem {' '.join(args)}: exit {rc}: {(err or out).strip()[-400:]}")
         return rc, out, sent, ended
 
@@ -1069,14 +1084,16 @@ def run(
     writers: tuple[str, ...] = ("cli", "stdio", "stdio", "mcp"),
     checkpoint_bytes: int = 2048,
     maintainers: int = 2,
+    only: tuple[str, ...] = (),
 ) -> RunResult:
     """One interleaving: `writers` (kinds from WRITER_KINDS) and `maintainers` maintenance loops
-    for `seconds`, then every process stopped and the store read back and checked."""
+    for `seconds` (`only`: just these maintenance commands, names as in Maintenance.DECK), then
+    every process stopped and the store read back and checked."""
     rng = random.Random(seed)
     state = Run(home, seed, checkpoint_bytes)
     export = seed_archive(state, rng)
     team = [WRITER_KINDS[kind](state, f"{kind}{n}", random.Random(rng.random())) for n, kind in enumerate(writers)]
-    upkeep = [Maintenance(state, team, random.Random(rng.random()), export) for _ in range(maintainers)]
+    upkeep = [Maintenance(state, team, random.Random(rng.random()), export, only) for _ in range(maintainers)]
     threads = [threading.Thread(target=w.loop, name=w.name) for w in team]
     threads += [threading.Thread(target=m.loop, name=f"maintenance{n}") for n, m in enumerate(upkeep)]
     started = now()
