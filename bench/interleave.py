@@ -514,7 +514,7 @@ class ServerWriter(Writer):
         assert self.proc and self.proc.stdout
         while True:
             line = self.proc.stdout.readline()
-            if not line:
+            if not line.endswith(b"\n"):  # end of output, or a line cut short by a kill
                 raise Killed()
             message = json.loads(line)
             if "id" in message or "req_id" in message or message.get("type") == "error":
@@ -587,14 +587,16 @@ class StdioWriter(ServerWriter):
             raise RuntimeError(f"reply to {rid} answers {reply.get('req_id')!r}: {reply}")
         return reply
 
-    def memory_id(self, addr: dict[str, Any]) -> str:
+    def memory_id(self, addr: dict[str, Any]) -> str | None:
+        """The session to address `addr` through (None, reported, if memory/init fails)."""
         if addr["tier"] == "working":
             return addr["session"]
         ns = addr["ns"]
         if ns not in self.inits:
             reply = self.ask("memory/init/req", namespace=ns, scope={"agent": self.name})
             if reply["type"] != "memory/init/resp":
-                raise RuntimeError(f"memory/init failed: {reply}")
+                self.run.fail("failed writes", f"{self.name}: memory/init in {ns}: {reply}")
+                return None
             self.inits[ns] = reply["memory_id"]
         return self.inits[ns]
 
@@ -618,6 +620,8 @@ class StdioWriter(ServerWriter):
         content = self.next_content(kid, addr)
         what = f"memory/store {addr['key']} {addr['tier']} in {addr['ns']}"
         mid = self.memory_id(addr)
+        if mid is None:
+            return
         sent = now()
         entry = {"key": addr["key"], "content": content, "tier": addr["tier"], "tags": [self.name]}
         try:
@@ -638,6 +642,8 @@ class StdioWriter(ServerWriter):
         kid, addr = self.rng.choice(entries)
         what = f"memory/forget {addr['key']} {addr['tier']} in {addr['ns']}"
         mid = self.memory_id(addr)
+        if mid is None:
+            return
         sent = now()
         try:
             reply = self.ask("memory/forget/req", memory_id=mid, keys=[addr["key"]], tier=addr["tier"])
@@ -650,6 +656,8 @@ class StdioWriter(ServerWriter):
         kid, addr = self.rng.choice(self.keys)
         what = f"memory/retrieve {addr['key']} {addr['tier']} in {addr['ns']}"
         mid = self.memory_id(addr)
+        if mid is None:
+            return
         sent = now()
         reply = self.ask("memory/retrieve/req", memory_id=mid, keys=[addr["key"]], tier=addr["tier"], limit=10)
         ended = now()
@@ -946,6 +954,9 @@ def read_through_server(run: Run, keys: set[KeyId]) -> dict[KeyId, Any]:
                 chunk = kids[start : start + 500]
                 reply = reader.ask("memory/retrieve/req", memory_id=mid, keys=[json.loads(k[4]) for k in chunk],
                                    tier=tier, limit=1000)  # fmt: skip
+                if reply["type"] == "error" and tier == "working" and reply.get("code") in DOCUMENTED:
+                    seen.update(dict.fromkeys(chunk, ABSENT))  # the session was closed: its tier is gone
+                    break
                 if reply["type"] == "error":
                     run.fail("failed reads", f"final memory/retrieve {tier} in {ns}: {reply}")
                     seen.update(dict.fromkeys(chunk, UNREADABLE))
@@ -955,7 +966,7 @@ def read_through_server(run: Run, keys: set[KeyId]) -> dict[KeyId, Any]:
                 for kid in chunk:
                     seen.setdefault(kid, ABSENT)
             reply = reader.ask("memory/retrieve/req", memory_id=mid, query="note budget", tier=tier, limit=10)
-            if reply["type"] == "error":
+            if reply["type"] == "error" and reply.get("code") not in DOCUMENTED:
                 run.fail("failed reads", f"final query {tier} in {ns}: {reply}")
     finally:
         for reader in readers.values():
