@@ -1096,10 +1096,12 @@ def run(
     checkpoint_bytes: int = 2048,
     maintainers: int = 2,
     only: tuple[str, ...] = (),
+    min_acks: int = 0,
 ) -> RunResult:
     """One interleaving: `writers` (kinds from WRITER_KINDS) and `maintainers` maintenance loops
     for `seconds` (`only`: just these maintenance commands, names as in Maintenance.DECK), then
-    every process stopped and the store read back and checked."""
+    every process stopped and the store read back and checked. On a slow machine the run goes on
+    past `seconds` until `min_acks` operations were acknowledged (at most 6 x `seconds`)."""
     rng = random.Random(seed)
     state = Run(home, seed, checkpoint_bytes)
     export = seed_archive(state, rng)
@@ -1111,6 +1113,8 @@ def run(
     for thread in threads:
         thread.start()
     state.stop.wait(seconds)
+    while state.counters.acks < min_acks and now() - started < 6 * seconds:
+        time.sleep(0.1)
     state.stop.set()
     for thread in threads:
         thread.join(timeout=120)
