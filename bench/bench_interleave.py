@@ -54,6 +54,7 @@ def main() -> int:
     parser.add_argument(
         "--only", default="", help="only these maintenance commands, comma-separated (e.g. 'reindex,kill')"
     )
+    parser.add_argument("--min-acks", type=int, default=0, help="run on past --seconds until this many acks")
     parser.add_argument("--keep", action="store_true", help="keep the stores and reports")
     args = parser.parse_args()
 
@@ -68,6 +69,7 @@ def main() -> int:
             checkpoint_bytes=args.checkpoint_bytes,
             maintainers=args.maintainers,
             only=tuple(filter(None, args.only.split(","))),
+            min_acks=args.min_acks,
         )
         print(result.summary(), flush=True)
         rows.append(row(result))

@@ -416,7 +416,7 @@ class CliWriter(Writer):
             "store", *self.scope_args(addr), *key_args(addr["key"]), "-f", "ndjson", content, holder=self
         )
         ok = self.outcome(what, rc, err, documented=addr["tier"] == "working")
-        if ok and not json.loads(out.splitlines()[0]).get("stored"):
+        if ok and not (out.strip() and json.loads(out.splitlines()[0]).get("stored")):
             ok = None
             self.run.fail("failed writes", f"{self.name}: mem {what}: {out.strip()}")
         if ok is False and addr["tier"] == "working":
@@ -424,9 +424,10 @@ class CliWriter(Writer):
         self.put(kid, content, sent, ended, bool(ok), what)
 
     def op_forget(self) -> None:
-        kid, addr = self.rng.choice([k for k in self.keys if k[0][0] == "entry"] or [None]) or (None, None)
-        if kid is None:
+        entries = [k for k in self.keys if k[0][0] == "entry"]
+        if not entries:
             return
+        kid, addr = self.rng.choice(entries)
         what = f"forget {addr['key']} {addr['tier']} in {addr['ns']}"
         rc, out, err, sent, ended = self.run.cli(
             "forget", *self.scope_args(addr), *key_args(addr["key"]), "-f", "ndjson", holder=self
@@ -912,11 +913,12 @@ def seed_archive(run: Run, rng: random.Random) -> Path:
     return export
 
 
-def read_export(run: Run) -> dict[KeyId, Any]:
+def read_export(run: Run) -> dict[KeyId, Any] | None:
+    """What `mem export` holds (None, reported, if it fails)."""
     rc, out, err, _, _ = run.cli("export")
     if rc != 0:
         run.fail("failed reads", f"final mem export: exit {rc}: {err.strip()[-400:]}")
-        return {}
+        return None
     seen: dict[KeyId, Any] = {}
     for line in out.splitlines():
         record = json.loads(line)
@@ -1056,17 +1058,23 @@ def describe(kid: KeyId, history: list[Event], seen: Any, expected: set[Any]) ->
     return f"{kid}: saw {'absent' if seen is ABSENT else repr(seen)}, expected {want}; last ops: {ops}"
 
 
-def check(run: Run, seen_export: dict[KeyId, Any], seen_server: dict[KeyId, Any]) -> tuple[list, list, list]:
+def check(run: Run, seen_export: dict[KeyId, Any] | None, seen_server: dict[KeyId, Any]) -> tuple[list, list, list]:
+    """Every key as read at the end against the values its operations allow: (lost, wrong,
+    resurrected). An export that failed counts as unreadable."""
     lost, wrong, resurrected = [], [], []
+
+    def exported(kid: KeyId) -> Any:
+        return UNREADABLE if seen_export is None else seen_export.get(kid, ABSENT)
+
     for kid in sorted(run.model.keys(), key=repr):
         history = run.model.history(kid)
         expected = possible_values(history)
         if kid[0] == "kv":
-            views = [seen_export.get(kid, ABSENT)]  # key-value records: the export
+            views = [exported(kid)]  # key-value records: the export
         elif kid[2] == "working":
             views = [seen_server.get(kid, ABSENT)]  # not exported: read through the session
         else:
-            views = [seen_export.get(kid, ABSENT), seen_server.get(kid, ABSENT)]
+            views = [exported(kid), seen_server.get(kid, ABSENT)]
         for seen in views:
             if seen in expected or (seen == UNREADABLE and expected == {ABSENT}):
                 continue

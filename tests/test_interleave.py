@@ -57,3 +57,31 @@ def test_the_checker_allows_exactly_what_the_operations_allow():
     assert interleave.possible_values([put, E("v2", 4, 5, True, "put")], 2, 3) == {"v1"}
     # a read before anything was acknowledged may see nothing
     assert interleave.possible_values([put], -1, 0.5) == {"v1", None}
+
+
+def test_the_final_check_finds_lost_wrong_and_resurrected_entries(tmp_path):
+    """The end-of-run check can fail: each kind of wrong answer is reported, the right ones not."""
+    E = interleave.Event
+    run = interleave.Run(tmp_path / "store", 0, 2048)
+    key = {"w": "cli0", "i": "0"}
+
+    def kid(ns: str, tier: str = "semantic", scope: str = "", n: str = "0") -> tuple:
+        return interleave.entry_key(ns, tier, scope, {**key, "i": n})
+
+    run.model.record(kid("alpha"), E("v1", 0, 1, True, "store"))  # read back as it was: fine
+    run.model.record(kid("alpha", n="1"), E("v1", 0, 1, True, "store"))  # gone: lost
+    run.model.record(kid("alpha", n="2"), E("v1", 0, 1, True, "store"))
+    run.model.record(kid("alpha", n="2"), E("v2", 2, 3, True, "store"))  # reads v1: wrong
+    run.model.record(kid("alpha", n="3"), E("v1", 0, 1, True, "store"))
+    run.model.record(kid("alpha", n="3"), E(None, 2, 3, True, "forget"))  # still there: resurrected
+    run.model.record(kid("beta"), E("v1", 0, 1, True, "store"))  # its namespace deleted meanwhile: fine
+    run.model.namespace_deletes.append(("beta", E(None, 0.5, 2, True, "namespaces delete beta")))
+    run.model.record(kid("beta", n="1"), E("v1", 3, 4, True, "store"))  # stored after the delete: lost
+    run.model.record(kid("gamma", "working", "s1"), E("v1", 0, 1, True, "store"))  # session closed after
+    run.model.session_closes.append(("s1", E(None, 2, 3, True, "session close s1")))
+    seen = {kid("alpha"): "v1", kid("alpha", n="2"): "v1", kid("alpha", n="3"): "v1"}
+    lost, wrong, resurrected = interleave.check(run, seen, dict(seen))
+    assert [note.split(": saw")[0] for note in lost] == [repr(kid("alpha", n="1")), repr(kid("beta", n="1"))]
+    assert [note.split(": saw")[0] for note in wrong] == [repr(kid("alpha", n="2"))]
+    assert [note.split(": saw")[0] for note in resurrected] == [repr(kid("alpha", n="3"))]
+    assert interleave.check(run, None, {})[0], "a failed export reads as nothing"
