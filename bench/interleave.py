@@ -1036,11 +1036,12 @@ class RunResult:
             out["doctor"] = [self.doctor_out[-800:]]
         return out
 
-    def report(self) -> str:
-        """Everything: the summary, every problem, the maintenance timeline."""
+    def report(self, limit: int | None = None) -> str:
+        """The summary, the problems (at most `limit` of each kind), the maintenance timeline."""
         lines = [self.summary(), "", "problems:"]
         for name, items in self.problems().items():
-            lines += [f"  {name}:"] + [f"    {item}" for item in items]
+            more = len(items) - (limit or len(items))
+            lines += [f"  {name}:"] + [f"    {item}" for item in items[:limit]] + [f"    ... {more} more"] * (more > 0)
         return "\n".join([*lines, "", "maintenance:", *self.timeline, ""])
 
     def summary(self) -> str:

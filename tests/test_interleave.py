@@ -38,7 +38,8 @@ def test_interleaved_writers_maintenance_and_kills_lose_nothing(tmp_path, seed):
     result = interleave.run(tmp_path / "store", seed, SECONDS, min_acks=MIN_ACKS)
     assert result.counters.acks >= MIN_ACKS, "too little was acknowledged: the run did not run"
     assert result.counters.maintenance, "no maintenance command ran"
-    assert not result.problems(), result.report()
+    full = tmp_path / f"logs-{seed}" / "report.txt"  # every problem, for reading after a failure
+    assert not result.problems(), f"{result.report(limit=3)}\n(all of it in {full})"
 
 
 def test_the_checker_allows_exactly_what_the_operations_allow():
