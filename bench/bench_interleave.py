@@ -70,6 +70,7 @@ def main() -> int:
             maintainers=args.maintainers,
             only=tuple(filter(None, args.only.split(","))),
             min_acks=args.min_acks,
+            every_command=True,
         )
         print(result.summary(), flush=True)
         rows.append(row(result))

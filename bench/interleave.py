@@ -56,6 +56,7 @@ NAMESPACES = ("alpha", "beta", "gamma")
 ARCHIVE = "archive"  # seeded at the start, exported, deleted and imported again during the run
 EMBEDDERS = ("hash", "hash:32")  # `mem reindex --embedder` switches between these
 INF = float("inf")
+PAUSE = (0.01, 0.06)  # seconds between a writer's operations: bounds the checkpoints a run spawns
 ABSENT = None
 UNREADABLE = "<unreadable: the read failed>"
 WORDS = "budget garden piano lease migration audit marathon visa solar podcast grinder sourdough".split()
@@ -255,6 +256,7 @@ class Writer:
 
     kind = ""
     tiers: tuple[str, ...] = ("episodic", "semantic", "working")
+    pause = PAUSE
 
     def __init__(self, run: Run, name: str, rng: random.Random) -> None:
         self.run, self.name, self.rng = run, name, rng
@@ -272,7 +274,7 @@ class Writer:
             self.start()
             while not self.run.stop.is_set():
                 self.step()
-                time.sleep(self.rng.uniform(0, 0.02))
+                time.sleep(self.rng.uniform(*self.pause))
         except Exception as exc:  # noqa: BLE001 - reported, not raised: the run goes on
             self.run.fail("driver errors", f"{self.name}: {type(exc).__name__}: {exc}")
 
@@ -386,6 +388,7 @@ class CliWriter(Writer):
     """One-shot `mem` commands."""
 
     kind = "cli"
+    pause = (0.1, 0.4)  # a process an operation: back to back they would take a core
 
     def scope_args(self, addr: dict[str, Any]) -> list[str]:
         if addr["tier"] == "working":
@@ -1106,11 +1109,13 @@ def run(
     maintainers: int = 2,
     only: tuple[str, ...] = (),
     min_acks: int = 0,
+    every_command: bool = False,
 ) -> RunResult:
     """One interleaving: `writers` (kinds from WRITER_KINDS) and `maintainers` maintenance loops
     for `seconds` (`only`: just these maintenance commands, names as in Maintenance.DECK), then
     every process stopped and the store read back and checked. On a slow machine the run goes on
-    past `seconds` until `min_acks` operations were acknowledged (at most 6 x `seconds`)."""
+    past `seconds` until `min_acks` operations were acknowledged and, with `every_command`, every
+    maintenance command has run at least once (at most 6 x `seconds`)."""
     rng = random.Random(seed)
     state = Run(home, seed, checkpoint_bytes)
     export = seed_archive(state, rng)
@@ -1122,7 +1127,10 @@ def run(
     for thread in threads:
         thread.start()
     state.stop.wait(seconds)
-    while state.counters.acks < min_acks and now() - started < 6 * seconds:
+    wanted = set(upkeep[0].deck) if every_command and upkeep else set()
+    while (state.counters.acks < min_acks or not wanted <= set(state.counters.maintenance)) and (
+        now() - started < 6 * seconds
+    ):
         time.sleep(0.1)
     state.stop.set()
     for thread in threads:
