@@ -836,7 +836,9 @@ class Maintenance:
         with self.run.lock:
             self.run.timeline.append(f"[{sent:.3f}..{ended:.3f}] mem {' '.join(args)} -> exit {rc}")
         if rc != 0 and not (args[0] in ("session", "namespaces") and rc == 3):  # exit 3: not there (any more)
-            self.run.fail("failed maintenance", f"mem {' '.join(args)}: exit {rc}: {(err or out).strip()[-400:]}")
+            self.run.fail(
+                "failed maintenance", f"mem {' '.join(args)}: exit {rc}: {err.strip()[-300:]} {out.strip()[-600:]}"
+            )
         return rc, out, sent, ended
 
     def do_gc(self, _: str) -> None:

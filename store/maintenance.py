@@ -261,6 +261,8 @@ def _check_namespace(engine: Engine, folder: Path, repair: bool) -> list[Finding
             problem = "shard.json missing or damaged, and no copy of it left: this data cannot be placed"
             findings.append(_finding(engine, shard_folder / DESCRIPTOR, problem, "restore it from a backup"))
     name = namespace_name(folder)
+    if name is None and not shards and not findings:  # a deleted namespace keeps its lock file alone
+        return []
     if name is None:
         named = [d.get("namespace") for _, d in shards]
         name = next((n for n in named if isinstance(n, str) and digest(n) == folder.name), None)

@@ -144,7 +144,10 @@ class Shard:
         segs, wals = listing(self.folder)
         newest = segs[-1] if segs else 0
         check_chain(self.folder, newest, wals)
-        if newest != self.seg_gen or any(j.unlinked() for j in self.journals):
+        # A journal we know that is gone (deleted, or never opened before its folder was removed)
+        # means the shard was deleted or replaced under us: start again from what is on disk.
+        gone = any(j.unlinked() or j.gen not in wals for j in self.journals)
+        if newest != self.seg_gen or gone:
             self._reset(self._open_segment(newest) if newest else None)
         known = {j.gen for j in self.journals}
         for gen in wals:
@@ -202,7 +205,13 @@ class Shard:
             if self.on_create is not None:
                 self.on_create()
         gen = self.seg_gen + 1
-        self.journals.append(Journal.create(self.folder / WAL.format(gen), gen, record))
+        try:
+            self.journals.append(Journal.create(self.folder / WAL.format(gen), gen, record))
+        except FileExistsError:  # our view was stale: read what is there (we hold the lock)
+            self._reset(None)
+            self._refresh_once()
+            if not self.journals:
+                raise
         return self.journals[-1]
 
     def record(self) -> dict[str, Any]:
