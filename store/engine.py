@@ -140,8 +140,10 @@ class Engine:
         if (new.get("embedder"), new.get("dim")) != (old.get("embedder"), old.get("dim")):
             self._embedder = None
             self.epoch += 1
-            for shard in self._shards.values():
-                shard.close()
+            # Forgotten, not closed: a caller may be in the middle of a write with one of them
+            # (this runs inside the lock, e.g. while the limits are counted), and a closed shard
+            # would look empty and start a journal below its checkpoint. Unreferenced ones are
+            # closed when they are collected.
             self._shards.clear()
 
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -138,6 +138,10 @@ class Journal:
         """Whether the file read and appended to is no longer in the shard (deleted with it)."""
         return self._fd is not None and os.fstat(self._fd).st_nlink == 0
 
+    def __del__(self) -> None:  # a shard forgotten rather than closed (see Engine.sync_store)
+        with contextlib.suppress(Exception):
+            self.close()
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -416,7 +416,9 @@ def _repair_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict
     anew), replacing every checkpoint and journal of the shard; `shard.json` restored."""
     # the builder lock first (as every builder takes it), then the namespace lock, which also
     # restores namespace.json if it is missing
-    with checkpoint.building(folder), engine.lock(namespace):
+    with checkpoint.building(folder) as held, engine.lock(namespace):
+        if not held:  # deleted meanwhile (a namespace delete): nothing to bring back
+            return Salvage()
         saved = salvage_shard(folder)
         write_atomic(folder / DESCRIPTOR, seal(descriptor))
         now = clock.now()

@@ -195,6 +195,8 @@ class Shard:
                 self.on_delete()
 
     def _active_journal(self) -> Journal:
+        if not self.journals:  # a first write, or a view that was reset: read the disk again
+            self._refresh_once()  # (the caller holds the lock: nobody adds a journal meanwhile)
         if self.journals:
             return self.journals[-1]
         assert self.folder is not None
@@ -205,13 +207,7 @@ class Shard:
             if self.on_create is not None:
                 self.on_create()
         gen = self.seg_gen + 1
-        try:
-            self.journals.append(Journal.create(self.folder / WAL.format(gen), gen, record))
-        except FileExistsError:  # our view was stale: read what is there (we hold the lock)
-            self._reset(None)
-            self._refresh_once()
-            if not self.journals:
-                raise
+        self.journals.append(Journal.create(self.folder / WAL.format(gen), gen, record))
         return self.journals[-1]
 
     def record(self) -> dict[str, Any]:

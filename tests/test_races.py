@@ -304,6 +304,39 @@ def test_knowledge_graph_writes_follow_a_reindex_of_another_process(home, monkey
     assert fresh.doctor() == []
 
 
+def test_a_reindex_noticed_in_the_middle_of_a_write_loses_nothing(home, monkeypatch):
+    """A process may notice another process's `reindex --embedder` in the middle of a write (any
+    look at a shard under the lock checks store.json). The shard the write holds must stay
+    usable: closed, it looked empty and the write went into a new journal below the checkpoint,
+    which readers skip and the next checkpoint deletes."""
+    monkeypatch.delenv("MEM_EMBEDDER")
+    writer = MemoryService(home, embedder="hash")
+    writer.engine.wanted_embedder = None  # follows the store
+    writer.store(writer.scope("ns", "a"), [{"key": "e", "content": "an entry", "tier": "semantic"}])  # store.json
+    writer.memory_set("k", {"v": 1}, namespace="ns")
+    writer.checkpoint(force=True)  # seg-1 and wal-2 on disk
+    writer.memory_set("k", {"v": 2}, namespace="ns")
+    from store.embed import get_embedder
+
+    counted = writer.engine.check_room
+    assert counted is not None
+
+    def reindexed_meanwhile(namespace, added, grown):
+        if not reindexed_meanwhile.done:
+            reindexed_meanwhile.done = True
+            # what `mem reindex --embedder` does first, from another process (whose lock on
+            # the namespace we cannot wait for here, holding it)
+            MemoryService(home).engine.record_embedder(get_embedder("hash:32"))
+            writer.engine.shard(namespace, "other")  # any look at a shard notices it
+        counted(namespace, added, grown)
+
+    reindexed_meanwhile.done = False
+    monkeypatch.setattr(writer.engine, "check_room", reindexed_meanwhile)
+    writer.memory_set("k", {"v": 3}, namespace="ns")
+    assert MemoryService(home).memory_get("k", namespace="ns")["value"] == {"v": 3}
+    assert [f for f in MemoryService(home).doctor() if "wal-" in f["where"]] == []
+
+
 def test_a_checkpoint_of_a_shard_not_yet_reindexed_remakes_its_vectors(home, monkeypatch):
     """A checkpoint (gc, background) of a shard whose vectors have the old dimension, as an
     interrupted reindex leaves it, embeds its records anew rather than writing empty vectors."""
