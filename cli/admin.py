@@ -53,8 +53,13 @@ def serve_mcp(
         from .errors import CliError
 
         raise CliError("serve-mcp needs the MCP SDK: pip install 'a2e-mem[mcp]'", 1) from None
+    from store.a2e import check_name
+
     from . import mcp_server
 
+    refuse_empty_secret()
+    check_name(namespace, "--namespace")  # refused now, not by every tool call later
+    check_name(agent, "--agent")
     # With a secret configured the store is in authenticated mode: whoever could start this
     # server with the secret chose its --agent, and MCP has no handshake to prove another one.
     fixed_agent = bool(os.environ.get("MEM_AUTH_SECRET"))
@@ -76,5 +81,15 @@ def serve_stdio(
         from .errors import usage_error
 
         usage_error("--auth-secret must not be empty: leave it out (and MEM_AUTH_SECRET unset) to serve without auth")
+    refuse_empty_secret()
     os.environ.setdefault("MEM_LOG", "warning")
     raise typer.Exit(stdio.main(state.service, auth_secret))
+
+
+def refuse_empty_secret() -> None:
+    """`MEM_AUTH_SECRET` set but empty is a mistake (an unset expansion, a blank line in an env
+    file), never a way to turn auth off: refuse to serve."""
+    if os.environ.get("MEM_AUTH_SECRET") == "":
+        from .errors import usage_error
+
+        usage_error("MEM_AUTH_SECRET is set but empty: unset it to serve without auth, or give it a secret")

@@ -73,6 +73,8 @@ class Engine:
         self.read_only = False  # `serve-mcp --read-only`: create and change no file at all
         # (namespace, records added, bytes grown) -> raises memory_full; set by MemoryService
         self.check_room: Callable[[str, int, int], None] | None = None
+        # namespace -> the largest record it takes (`max_entry_bytes`); set by MemoryService
+        self.record_limit: Callable[[str], int] | None = None
         self.written: set[Path] = set()  # shard folders of records written since the limits looked
 
     # -- embedder ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from .a2e import SESSIONS_PER_CONNECTION
+from .a2e import SESSIONS_PER_CONNECTION, check_name
 from .errors import InvalidInput, MemError, Unauthorized, os_failure
 from .log import logger
 from .messages import (
@@ -101,6 +101,11 @@ class Protocol:
     # -- control ----------------------------------------------------------------------------
 
     def _handshake_req(self, msg: HandshakeRequest) -> dict[str, Any]:
+        if msg.agent_id or self.auth_secret:  # an authenticated connection acts as its agent: a usable name
+            try:
+                check_name(msg.agent_id, "agent_id")
+            except InvalidInput as exc:
+                return self._handshake_refused(exc.message)
         if self.auth_secret and not hmac.compare_digest(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
             return self._handshake_refused(f"auth_token is not valid for agent {msg.agent_id!r}")
         self.agent_id, self.authenticated = msg.agent_id, True

@@ -92,6 +92,13 @@ class Collection:
         self.engine.after_write(shard)
         return new
 
+    def _size_limit(self) -> int:
+        """The largest record the namespace takes: its `max_entry_bytes`, as for A2E entries (a
+        whole record counts, its metadata included: an entity grown by observations too)."""
+        if self.engine.record_limit is None:
+            return MAX_RECORD_BYTES
+        return min(MAX_RECORD_BYTES, self.engine.record_limit(self.namespace))
+
     def _written(self, shard: Shard) -> None:
         if shard.folder is not None:
             self.engine.written.add(shard.folder)
@@ -131,12 +138,13 @@ class Collection:
 
     def _recs(self, docs: Any) -> list[Doc]:
         recs = []
+        limit = self._size_limit()
         for doc in docs:
             if self.engine.redact:  # before anything is stored or embedded; ids and keys are kept
                 doc = {k: v if k in KEPT else redact(v) for k, v in doc.items()}
             size = serialised_size(doc)
-            if size > MAX_RECORD_BYTES:
-                raise InvalidInput(f"record is {size} bytes, over the {MAX_RECORD_BYTES}-byte limit")
+            if size > limit:
+                raise InvalidInput(f"record is {size} bytes, over the {limit}-byte limit (max_entry_bytes)")
             recs.append({"id": doc["id"], "doc": doc, "size": size})
         if self.schema.indexed and recs:
             vectors = encode_vectors(self.engine.embed([self.schema.text(r["doc"]) for r in recs]))

@@ -34,6 +34,7 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         self.engine.redact = self.config.base.redact
         self.a2e = A2E(self.engine, self.config)
         self.engine.check_room = self.a2e.check_room  # codebolt records count toward the limits too
+        self.engine.record_limit = lambda namespace: self.config.for_namespace(namespace).max_entry_bytes
 
     # -- A2E sessions and scopes ------------------------------------------------------------
 

@@ -1,0 +1,84 @@
+"""What a second outside audit of the issue-10 fixes found: each test drives the interface where
+the defect was seen (the service, `mem serve-stdio`, `mem serve-mcp` over raw JSON-RPC)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from store.errors import InvalidInput
+from store.protocol import auth_token
+from store.service import MemoryService
+
+from .test_audit_wire import Wire, msg
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def mem(home: Path, *args: str, stdin: bytes = b"", **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, cwd=REPO, timeout=60,
+        env={**os.environ, "MEM_HOME": str(home), **env},
+    )  # fmt: skip
+
+
+def test_codebolt_records_respect_the_entry_size_limit(home, monkeypatch):
+    monkeypatch.setenv("MEM_MAX_ENTRY_BYTES", "1000")
+    svc = MemoryService(home)
+    big = "v" * 5000
+    for write in (
+        lambda: svc.memory_set("k", big),
+        lambda: svc.memory_json_save({"a": big}),
+        lambda: svc.kg_create_entities([{"name": "E", "entityType": "t", "observations": [big]}]),
+    ):
+        with pytest.raises(InvalidInput, match="over the 1000-byte limit"):
+            write()
+    svc.kg_create_entities([{"name": "E", "entityType": "t", "observations": []}])
+    for _ in range(3):  # an entity grows by observations, each small: the whole record counts
+        try:
+            svc.kg_add_observations([{"entityName": "E", "contents": ["o" * 400 + str(_)]}])
+        except InvalidInput:
+            break
+    else:
+        pytest.fail("an entity grew past max_entry_bytes one observation at a time")
+    assert len(orjson.dumps(svc.kg_open_nodes(["E"]))) < 1200
+
+
+def test_an_empty_auth_secret_in_the_environment_is_refused(home):
+    for command in (["serve-stdio"], ["serve-mcp", "--agent", "A"]):
+        out = mem(home, *command, MEM_AUTH_SECRET="")
+        assert out.returncode == 2, out.stderr
+        assert b"MEM_AUTH_SECRET is set but empty" in out.stderr
+
+
+def test_serve_mcp_refuses_names_no_tool_could_use(home):
+    for option in (["--namespace", ""], ["--agent", "a" * 2000]):
+        out = mem(home, "serve-mcp", *option)
+        assert out.returncode == 4, out.stderr
+        assert out.stderr.count(b"\n") == 1 and option[0].encode() in out.stderr
+
+
+def test_a_handshake_for_a_name_no_session_can_have_is_refused(home):
+    wire = Wire(home, MEM_AUTH_SECRET="s3cret")
+    try:
+        for agent in ("", "\x00system", "a" * 5000):
+            token = auth_token("s3cret", agent)
+            reply = wire.ask(msg("handshake/req", "h", agent_id=agent, agent_caps=[], auth_token=token))
+            assert reply["type"] == "handshake/resp" and reply["ok"] is False and reply["reason"], reply
+        reply = wire.ask(msg("memory/init/req", "i", namespace="n", scope={}))
+        assert reply["type"] == "error" and reply["code"] == "unauthorized"
+    finally:
+        wire.close()
+    open_wire = Wire(home)  # without a secret a blank agent_id is fine (unbound), a NUL one is not
+    try:
+        blank = open_wire.ask(msg("handshake/req", "h", agent_id="", agent_caps=[], auth_token=""))
+        assert blank["ok"] is True
+        nul = open_wire.ask(msg("handshake/req", "h2", agent_id="a\x00b", agent_caps=[], auth_token=""))
+        assert nul["ok"] is False
+    finally:
+        open_wire.close()
