@@ -154,7 +154,9 @@ def _freeze(shard: Shard, folder: Path) -> int:
     caller holds the namespace lock). An empty newest journal, left by a checkpoint that failed,
     is kept for that purpose rather than starting one more per attempt."""
     last = shard.journals[-1]
-    if len(shard.journals) > 1 and last.blank():
+    if len(shard.journals) > 1 and (last.blank() or (folder / STATE).exists()):
+        # a failed checkpoint left the newest journal to the writers: fold the ones before it
+        # and start none, so that failures do not add a journal each
         return shard.journals[-2].gen
     Journal.create(folder / WAL.format(last.gen + 1), last.gen + 1, shard.record())
     return last.gen

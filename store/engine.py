@@ -391,16 +391,29 @@ def namespace_descriptor(namespace: str) -> bytes:
 
 
 def namespace_name(folder: Path) -> str | None:
-    """The name in a namespace folder's `namespace.json`, None if it is missing or damaged."""
+    """The name in a namespace folder's `namespace.json`, None if it is missing or damaged. The
+    folder is named by the digest of the name, so a file that lost its checksum (an older
+    version's, or an edited one) is still checked: a name that does not hash to the folder's is
+    damage, not a rename."""
     try:
-        return read_sealed(folder / NAMESPACE, {"namespace": str})["namespace"]
+        name = read_sealed(folder / NAMESPACE, {"namespace": str})["namespace"]
     except (FileNotFoundError, Damaged):
         return None
+    return name if digest(name) == folder.name else None
 
 
 def shard_descriptor(folder: Path) -> dict | None:
-    """A shard folder's `shard.json`, None if it is missing or damaged."""
+    """A shard folder's `shard.json`, None if it is missing or damaged (or names another shard
+    than the one its folder's digest stands for: see `namespace_name`)."""
     try:
-        return read_sealed(folder / DESCRIPTOR, {"kind": str, "schema": str})
+        descriptor = read_sealed(folder / DESCRIPTOR, {"kind": str, "schema": str})
     except (FileNotFoundError, Damaged):
         return None
+    scope = descriptor.get("scope", [])
+    if not isinstance(scope, list) or not all(isinstance(part, str) for part in scope):
+        return None
+    if digest(descriptor["kind"], *scope) != folder.name:
+        return None
+    namespace = descriptor.get("namespace")
+    home_of = "system" if namespace == SYSTEM else digest(namespace) if isinstance(namespace, str) else None
+    return descriptor if namespace is None or home_of == folder.parent.name else None

@@ -28,10 +28,10 @@ from . import checkpoint, clock
 from .embed import DEFAULT, decode_vector, get_embedder
 from .engine import FORMAT, NAMESPACE, SYSTEM, Engine, namespace_name, shard_descriptor
 from .errors import Damaged, NotFound
-from .integrity import MANIFEST, file_problem, read_manifest, scan_journal, seal
+from .integrity import CHECKSUMS, MANIFEST, file_problem, read_manifest, scan_journal, seal
 from .journal import Journal
 from .paths import digest, write_atomic
-from .salvage import Salvage, salvage_shard
+from .salvage import Salvage, read_checkpoint, salvage_shard
 from .schemas import SCHEMAS
 from .segment import expiry
 from .shard import DAMAGED, DESCRIPTOR, SEG, WAL, MissingCheckpoint, Shard, check_chain, listing, recorded_descriptor
@@ -297,6 +297,9 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
         check_chain(folder, base, wals)
     except MissingCheckpoint as exc:
         problems.append((Path(exc.detail["file"]), "missing: the journals after it remain, its records are gone"))
+    if base and (base + 1) not in wals:  # every checkpoint starts the journal after it before it lands
+        problems.append((folder / WAL.format(base + 1), "missing: the writes acknowledged after the checkpoint "
+                         "are lost (how many is unknown)"))  # fmt: skip
     dim = _recorded_dim(engine) if descriptor.get("schema") in ("entries", "entities") else None
     for gen in (g for g in wals if g > base):
         ops, bad = scan_journal(folder / WAL.format(gen))
@@ -397,6 +400,11 @@ def _check_legacy(seg: Path, descriptor: dict) -> list[tuple[Path, str]]:
     problems = []
     if count != meta["count"]:
         problems.append((seg, f"{count} records but the columns say {meta['count']}"))
+    if (seg / CHECKSUMS).exists():  # its manifest was lost, not its record checksums
+        saved = Salvage()
+        read_checkpoint(seg, saved)
+        if saved.lost:
+            problems.append((seg / "data.json", f"damaged: {saved.lost} records fail their checksum"))
     names = ["offsets", "hashes", "expires", "updated", "scores"]
     if descriptor.get("schema") in ("entries", "entities") and count:
         names.append("vectors")

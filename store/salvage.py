@@ -45,7 +45,7 @@ def salvage_shard(folder: Path) -> Salvage:
     try:
         check_chain(folder, base, wals)
         if base:
-            _read_checkpoint(folder / SEG.format(base), result)
+            read_checkpoint(folder / SEG.format(base), result)
     except MissingCheckpoint as exc:
         result.missing = exc.detail["file"]
         base = 0  # the checkpoint the journals build on is gone: older ones would resurrect stale data
@@ -62,7 +62,7 @@ def salvage_shard(folder: Path) -> Salvage:
     return result
 
 
-def _read_checkpoint(seg: Path, result: Salvage) -> None:
+def read_checkpoint(seg: Path, result: Salvage) -> None:
     try:
         manifest = read_manifest(seg)
     except Damaged:
@@ -103,6 +103,11 @@ def _expected_count(seg: Path, manifest: dict[str, Any] | None) -> int | None:
 def _trusted_checksums(seg: Path, manifest: dict[str, Any] | None) -> np.ndarray | None:
     """The record checksums, if the manifest vouches for them."""
     entry = (manifest or {}).get("files", {}).get(CHECKSUMS)
+    if manifest is None:  # lost: the column still tells a damaged record from an intact one
+        try:
+            return np.load(seg / CHECKSUMS)
+        except (OSError, ValueError):
+            return None
     if entry is None or file_problem(seg, CHECKSUMS, entry) is not None:
         return None
     return np.load(seg / CHECKSUMS)

@@ -82,3 +82,64 @@ def test_a_handshake_for_a_name_no_session_can_have_is_refused(home):
         assert nul["ok"] is False
     finally:
         open_wire.close()
+
+
+def checkpointed_store(home: Path) -> tuple[MemoryService, Path]:
+    """30 entries in a checkpoint and 3 acknowledged after it (the journal after the checkpoint)."""
+    svc = MemoryService(home)
+    scope = svc.scope("ns", "a")
+    svc.store(scope, [{"key": {"i": i}, "content": f"entry {i} zebra", "tier": "semantic"} for i in range(30)])
+    svc.checkpoint(force=True)
+    svc.store(scope, [{"key": {"j": j}, "content": f"late {j}", "tier": "semantic"} for j in range(3)])
+    (seg,) = home.rglob("seg-*")
+    return svc, seg
+
+
+def test_doctor_names_a_lost_journal_after_the_checkpoint(home):
+    _, seg = checkpointed_store(home)
+    wal = seg.parent / f"wal-{int(seg.name[4:]) + 1:08d}.ndjson"
+    wal.unlink()
+    findings = MemoryService(home).doctor()
+    assert any(f["where"].endswith(wal.name) and "missing" in f["problem"] for f in findings), findings
+
+
+def test_a_record_changed_after_its_manifest_was_lost_is_not_sealed_again(home):
+    _, seg = checkpointed_store(home)
+    (seg / "manifest.json").unlink()
+    data = seg / "data.json"
+    data.write_bytes(data.read_bytes().replace(b"entry 7 zebra", b"entry 7 TAMPER"))
+    findings = MemoryService(home).doctor()
+    assert any(f["where"].endswith("data.json") and "checksum" in f["problem"] for f in findings), findings
+    repaired = MemoryService(home).doctor(repair=True)
+    assert any(f["lost"] for f in repaired), repaired
+    found = MemoryService(home).retrieve(MemoryService(home).scope("ns", "a"), query="TAMPER", tier="semantic")
+    assert all("TAMPER" not in e["content"] for e in found["entries"])
+
+
+def test_descriptors_that_name_another_namespace_or_shard_are_damage(home):
+    _, seg = checkpointed_store(home)
+    (seg.parent.parent / "namespace.json").write_text('{"namespace":"hijacked"}')
+    (seg.parent / "shard.json").write_text('{"schema":"entries","namespace":"ns","kind":"episodic","scope":["a"]}')
+    svc = MemoryService(home)
+    assert [n["namespace"] for n in svc.namespaces()] == ["ns"]  # named from the copies
+    assert {r["kind"] for r in svc.stats()} == {"semantic"}
+    where = {f["where"].rsplit("/", 1)[-1] for f in svc.doctor()}
+    assert {"namespace.json", "shard.json"} <= where
+    MemoryService(home).doctor(repair=True)
+    assert MemoryService(home).doctor() == []
+
+
+def test_failed_checkpoints_do_not_add_a_journal_each(home, monkeypatch):
+    from store import checkpoint
+
+    svc, seg = checkpointed_store(home)
+    monkeypatch.setattr(checkpoint, "_build", lambda *a, **k: (_ for _ in ()).throw(OSError(27, "File too large")))
+    scope = svc.scope("ns", "a")
+    for attempt in range(4):
+        svc.store(scope, [{"key": {"k": attempt}, "content": f"more {attempt}", "tier": "semantic"}])
+        with pytest.raises(OSError):
+            svc.checkpoint(force=True)
+    assert len(list(seg.parent.glob("wal-*"))) <= 2
+    monkeypatch.undo()
+    MemoryService(home).checkpoint(force=True)
+    assert MemoryService(home).retrieve(scope, tier="semantic", limit=100)["total"] == 37
