@@ -459,4 +459,6 @@ def _joined(parts: Any) -> str:
 
 
 def _given(value: Any) -> bool:
-    return bool(value.strip()) if isinstance(value, str) else bool(value)
+    """Whether the caller gave this input: a blank string ("   ") was given (and has no words:
+    the retrieval returns nothing); only an empty one counts as not given (the browse)."""
+    return value != "" if isinstance(value, str) else bool(value)

@@ -143,3 +143,13 @@ def test_failed_checkpoints_do_not_add_a_journal_each(home, monkeypatch):
     monkeypatch.undo()
     MemoryService(home).checkpoint(force=True)
     assert MemoryService(home).retrieve(scope, tier="semantic", limit=100)["total"] == 37
+
+
+def test_a_blank_query_returns_nothing_rather_than_the_whole_source(service):
+    service.memory_set("theme", "dark", namespace="p")
+    made = service.persistent_memory_create(
+        "k", {"source_type": "kv", "source_id": "p"}, {"format": "json"}, namespace="default"
+    )
+    for blank in ({"query": "   "}, {"action": " "}):
+        assert service.persistent_memory_retrieve(made["id"], **blank)["items"] == [], blank
+    assert [i["key"] for i in service.persistent_memory_retrieve(made["id"])["items"]] == ["theme"]  # browse

@@ -232,7 +232,7 @@ def test_a_query_without_words_returns_nothing_but_no_input_browses(service):
     browse = service.persistent_memory_retrieve(pm["id"])
     assert [i["key"] for i in browse["items"]] == ["c", "b", "a"] and browse["query"] == ""
     plain = create(service, "kv", "p")
-    assert service.persistent_memory_retrieve(plain["id"], query="   ")["items"] != []  # blank is no input
+    assert service.persistent_memory_retrieve(plain["id"], query="   ")["items"] == []  # blank: given, no words
     assert service.persistent_memory_retrieve(plain["id"], query="of the")["items"] == []
 
 
