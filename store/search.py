@@ -92,6 +92,10 @@ def search(
         _restrict(shard, part, mask, filters)
     if query_vector is None:
         return [_unscored(shard, part, mask) for part, mask in masks.items()]
+    if shard.dim and len(query_vector) != shard.dim:
+        # another process changed the embedder (`mem reindex --embedder`) between reading this
+        # shard and embedding the query: only words rank it, as a shard not yet reindexed
+        query_vector = np.zeros(shard.dim, dtype=np.float32)
     weights, avgdl = _bm25_weights(shard, query_terms(query_text))
     return [_scored(shard, part, mask, query_vector, weights, avgdl, k, exhaustive) for part, mask in masks.items()]
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 
@@ -153,3 +154,19 @@ def test_a_blank_query_returns_nothing_rather_than_the_whole_source(service):
     for blank in ({"query": "   "}, {"action": " "}):
         assert service.persistent_memory_retrieve(made["id"], **blank)["items"] == [], blank
     assert [i["key"] for i in service.persistent_memory_retrieve(made["id"])["items"]] == ["theme"]  # browse
+
+
+def test_a_query_embedded_after_another_process_reindexed_does_not_crash(home, monkeypatch):
+    """Found by the interleaving test in CI: the shards were read with the old embedder, then the
+    query was embedded with the new one (store.json changed in between): numpy refused the
+    product. The shard is ranked by words until it is read again."""
+    from store.search import Filters, search
+
+    monkeypatch.delenv("MEM_EMBEDDER")
+    svc = MemoryService(home, embedder="hash")
+    scope = svc.scope("ns", "a")
+    svc.store(scope, [{"key": "z", "content": "zebra stripes", "tier": "semantic"}])
+    shard = svc.a2e._shard(scope, "semantic")
+    other_size = np.ones(32, dtype=np.float32) / np.sqrt(32)
+    (found,) = [c for c in search(shard, 0.0, Filters(()), other_size, "zebra") if len(c.rows)]
+    assert found.doc(int(found.rows[0]))["content"] == "zebra stripes"
