@@ -85,9 +85,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise InvalidInput(f"{path}: must be a JSON object, not {json_type(raw)}")
     unknown = sorted(set(raw) - LIMIT_NAMES - {"namespaces"})
     if unknown:
-        known = ", ".join(sorted(LIMIT_NAMES | {"namespaces"}))
-        hint = did_you_mean(unknown[0], sorted(LIMIT_NAMES | {"namespaces"}))
-        raise InvalidInput(f"{path}: unknown key {unknown[0]!r}{hint} (known: {known})")
+        known = sorted(LIMIT_NAMES | {"namespaces"})
+        hint = did_you_mean(unknown[0], known)
+        raise InvalidInput(f"{path}: unknown key {unknown[0]!r}{hint} (known: {', '.join(known)})")
     return raw
 
 
