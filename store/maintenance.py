@@ -28,7 +28,7 @@ from . import checkpoint, clock
 from .embed import DEFAULT, decode_vector, get_embedder
 from .engine import FORMAT, NAMESPACE, SYSTEM, Engine, namespace_name, shard_descriptor
 from .errors import Damaged, NotFound
-from .integrity import CHECKSUMS, MANIFEST, file_problem, read_manifest, scan_journal, seal
+from .integrity import CHECKSUMS, MANIFEST, file_problem, read_manifest, read_sealed, scan_journal, seal
 from .journal import Journal
 from .paths import digest, write_atomic
 from .salvage import Salvage, read_checkpoint, salvage_shard
@@ -273,9 +273,23 @@ def _check_namespace(engine: Engine, folder: Path, repair: bool) -> list[Finding
             write_atomic(folder / NAMESPACE, seal({"namespace": name}))
         done = f"restored: namespace {name!r}" if repair else f"{REPAIR} (restores {name!r} from the shards)"
         findings.append(_finding(engine, folder / NAMESPACE, "missing or damaged", done, fixed=repair))
+    elif not _sealed(folder / NAMESPACE):  # right name, but its checksum is gone: seal it again
+        if repair:
+            write_atomic(folder / NAMESPACE, seal({"namespace": name}))
+        done = "sealed again" if repair else f"{REPAIR} (writes it with its checksum)"
+        findings.append(_finding(engine, folder / NAMESPACE, "no checksum (edited, or older than checksums)", done,
+                                 fixed=repair))  # fmt: skip
     for shard_folder, descriptor in shards:
         findings += _check_shard(engine, name, shard_folder, descriptor, repair)
     return findings
+
+
+def _sealed(path: Path) -> bool:
+    try:
+        read_sealed(path, sealed_only=True)
+    except (OSError, Damaged):
+        return False
+    return True
 
 
 def _check_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict, repair: bool) -> list[Finding]:

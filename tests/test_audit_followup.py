@@ -170,3 +170,13 @@ def test_a_query_embedded_after_another_process_reindexed_does_not_crash(home, m
     other_size = np.ones(32, dtype=np.float32) / np.sqrt(32)
     (found,) = [c for c in search(shard, 0.0, Filters(()), other_size, "zebra") if len(c.rows)]
     assert found.doc(int(found.rows[0]))["content"] == "zebra stripes"
+
+
+def test_a_namespace_json_that_lost_its_checksum_is_reported_and_sealed_again(home):
+    checkpointed_store(home)
+    (path,) = home.glob("ns/*/namespace.json")
+    path.write_bytes(path.read_bytes().replace(b'"crc"', b'"cr9"'))
+    findings = MemoryService(home).doctor()
+    assert any(f["where"].endswith("namespace.json") and "checksum" in f["problem"] for f in findings), findings
+    MemoryService(home).doctor(repair=True)
+    assert MemoryService(home).doctor() == []
