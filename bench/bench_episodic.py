@@ -30,7 +30,7 @@ def event(i: int) -> dict:
 
 def build_log(svc, n: int) -> str:
     """A memory holding `n` events, written in batches and checkpointed."""
-    from store.episodes import _event, _event_id
+    from store.ops.episodes import _event, _event_id
     from store.timefmt import iso
 
     mid = svc.episodic_memory_create(f"log of {n}")["memoryId"]

@@ -283,7 +283,9 @@ def kill_checkpoint(home: Path, args: argparse.Namespace, folder: Path, rng: ran
     more = {"key": {"w": "big", "i": uuid.uuid4().hex}, "content": "one more", "tier": "semantic"}
     svc.store(svc.scope("big", "bench"), [more])
     svc.close()
-    proc = subprocess.Popen([sys.executable, "-m", "store.checkpoint", str(home), str(folder)], env=env_for(home))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "store.backends.files.checkpoint", str(home), str(folder)], env=env_for(home)
+    )
     if rng.random() < 0.7:
         deadline = time.monotonic() + 60
         while not any(folder.glob("tmp-*")) and proc.poll() is None and time.monotonic() < deadline:

@@ -135,7 +135,7 @@ def cli_figures(home: Path, runs: int) -> dict[str, float]:
 def recall_figure(home: Path, n_queries: int = 300) -> dict[str, float]:
     """Vector-only top-10 through the index plus the delta, against exact search over the same rows."""
     from store import clock
-    from store.search import Filters, search
+    from store.backends.files.search import Filters, search
     from store.service import MemoryService
 
     svc = MemoryService(home)

@@ -56,7 +56,7 @@ class Tools:
     def session(self, namespace: str | None, agent: str | None) -> Any:
         """One A2E session per (namespace, agent) for this connection: its working tier lives as
         long as the server process."""
-        from store.a2e import SESSIONS_PER_CONNECTION
+        from store.ops.a2e import SESSIONS_PER_CONNECTION
 
         key = (self.ns(namespace), self.agent_for(agent))
         session = self.sessions.pop(key, None) or self.service.init(*key)

@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from .a2e import SESSIONS_PER_CONNECTION, check_name
 from .errors import InvalidInput, MemError, Unauthorized, os_failure
 from .log import logger
 from .messages import (
@@ -33,6 +32,7 @@ from .messages import (
     StoreRequest,
 )
 from .models import new_id
+from .ops.a2e import SESSIONS_PER_CONNECTION, check_name
 from .service import MemoryService
 
 VERSION = "1.0"

@@ -11,14 +11,14 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .a2e import A2E, Session
+from .backends.files.engine import Engine
 from .config import load_config
-from .documents import DocumentTools
-from .engine import Engine
-from .episodes import EpisodeTools
-from .graph import GraphTools
+from .ops.a2e import A2E, Session
+from .ops.documents import DocumentTools
+from .ops.episodes import EpisodeTools
+from .ops.graph import GraphTools
+from .ops.persistent import PersistentTools
 from .paths import check_home, default_home
-from .persistent import PersistentTools
 
 
 class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
@@ -73,28 +73,28 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
 
     def export(self, namespace: str | None = None) -> Iterator[bytes]:
         """The store (or one namespace) as sorted NDJSON lines; see `transfer.py`."""
-        from . import transfer
+        from .ops import transfer
 
         return transfer.export_records(self.engine, namespace)
 
     def import_records(self, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:
         """Upsert the lines of an export; `dry_run` only counts what would change."""
-        from . import transfer
+        from .ops import transfer
 
         return transfer.import_records(self.engine, self.a2e, lines, dry_run)
 
     def stats(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        from . import maintenance
+        from .backends.files import maintenance
 
         return maintenance.stats(self.engine, namespace)
 
     def namespaces(self) -> list[dict[str, Any]]:
-        from . import maintenance
+        from .backends.files import maintenance
 
         return maintenance.namespaces(self.engine)
 
     def delete_namespace(self, namespace: str) -> dict[str, Any]:
-        from . import maintenance
+        from .backends.files import maintenance
 
         return maintenance.delete_namespace(self.engine, namespace)
 
@@ -103,13 +103,13 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
     ) -> dict[str, Any]:
         """Re-embed everything with `embedder` (default: the configured one) and rebuild indexes."""
         name = embedder or self.engine.wanted_embedder or (self.engine.recorded_embedder() or {}).get("embedder")
-        from . import maintenance
+        from .backends.files import maintenance
 
         return maintenance.reindex(self.engine, name or "static", progress)
 
     def doctor(self, repair: bool = False) -> list[dict[str, Any]]:
         """Problems found in the store's files (none when healthy); `repair` rebuilds indexes."""
-        from . import maintenance
+        from .backends.files import maintenance
 
         return maintenance.doctor(self.engine, repair)
 

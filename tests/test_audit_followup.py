@@ -131,7 +131,7 @@ def test_descriptors_that_name_another_namespace_or_shard_are_damage(home):
 
 
 def test_failed_checkpoints_do_not_add_a_journal_each(home, monkeypatch):
-    from store import checkpoint
+    from store.backends.files import checkpoint
 
     svc, seg = checkpointed_store(home)
     monkeypatch.setattr(checkpoint, "_build", lambda *a, **k: (_ for _ in ()).throw(OSError(27, "File too large")))
@@ -160,7 +160,7 @@ def test_a_query_embedded_after_another_process_reindexed_does_not_crash(home, m
     """Found by the interleaving test in CI: the shards were read with the old embedder, then the
     query was embedded with the new one (store.json changed in between): numpy refused the
     product. The shard is ranked by words until it is read again."""
-    from store.search import Filters, search
+    from store.backends.files.search import Filters, search
 
     monkeypatch.delenv("MEM_EMBEDDER")
     svc = MemoryService(home, embedder="hash")

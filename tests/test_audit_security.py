@@ -25,7 +25,7 @@ from store.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "audit-s3cret"
-CAP = 256  # sessions a connection (or an MCP server) holds at most: store.a2e.SESSIONS_PER_CONNECTION
+CAP = 256  # sessions a connection (or an MCP server) holds at most: store.ops.a2e.SESSIONS_PER_CONNECTION
 
 
 def mem(*args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
@@ -506,7 +506,7 @@ def test_an_mcp_server_holds_a_bounded_number_of_sessions(service):
 
 
 def test_the_session_cap_is_the_documented_one():
-    from store.a2e import SESSIONS_PER_CONNECTION
+    from store.ops.a2e import SESSIONS_PER_CONNECTION
 
     assert SESSIONS_PER_CONNECTION == CAP
 
@@ -543,9 +543,9 @@ def test_record_counts_stay_exact_across_processes_with_the_usage_cache(home, mo
     assert appended == [0, 0, 5, 5], appended  # exactly two more fit, whichever process wrote them
     assert (home / "ns").exists() and list((home / "ns").glob("*/usage.json"))  # the cache was used
     # a long-lived process sees another process's writes once it looks again
-    import store.usage
+    import store.backends.files.usage
 
-    monkeypatch.setattr(store.usage, "RECHECK", 0.0)
+    monkeypatch.setattr(store.backends.files.usage, "RECHECK", 0.0)
     reader, writer = MemoryService(home), MemoryService(home)
     assert reader.a2e.usage("ns", 0)[0] == count + 2
     writer.episodic_memory_append_event(logs[5], event, namespace="ns")  # past the limit here: no limit set

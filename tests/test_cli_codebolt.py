@@ -174,6 +174,8 @@ def test_list_filters_match_arrays_and_event_counts_at_the_shell(home):
     mem("episodic", "append", busy, "-e", "x", "-a", "a", "-p", "p")
     listed = rows(mem("episodic", "list", "--filter", '{"eventCount": {"$gte": 1}}'))
     assert [m["title"] for m in listed] == ["busy"]
+
+
 # -- deleting, unarchiving, archived memories (audit items 21 and 22), through `python -m cli.main`
 
 

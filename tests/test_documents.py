@@ -6,7 +6,7 @@ import pytest
 
 from store import clock
 from store.errors import InvalidInput, NotFound
-from store.filters import matches, path_lookup
+from store.ops.filters import matches, path_lookup
 
 
 def test_set_get_and_overwrite_keeps_created_at(service):
@@ -122,6 +122,8 @@ def test_filters_treat_arrays_as_mongodb_does(service):
     assert titles({"tags": {"$ne": "a"}}) == ["t1", "t2"] and titles({"tags": {"$all": ["a", "b"]}}) == ["t0"]
     with pytest.raises(InvalidInput, match=r"\$all takes a list"):
         service.memory_todo_list({"tags": {"$all": "a"}})
+
+
 def test_memory_delete_removes_a_key(service):
     service.memory_set("theme", "dark")
     service.memory_set("lang", "en")

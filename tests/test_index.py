@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from store import search
+from store.backends.files import search
 from store.service import MemoryService
 
 from .conftest import entry

@@ -232,7 +232,7 @@ def test_damage_is_detected_named_and_salvaged(home, what):
 
 
 def test_a_damaged_index_is_never_loaded_and_search_falls_back_to_exact(home, monkeypatch):
-    from store import search
+    from store.backends.files import search
 
     monkeypatch.setattr(search, "EXACT_MAX", 0)  # search these 30 checkpointed rows through the index
     monkeypatch.setattr(search, "MIN_FETCH", 1)

@@ -7,7 +7,7 @@ import pytest
 
 from store import clock
 from store.errors import Conflict, InvalidInput, NotFound
-from store.render import count_tokens, fill
+from store.ops.render import count_tokens, fill
 
 
 def create(service, source_type, source_id, fmt="json", **extra):

@@ -19,11 +19,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from store import checkpoint
+from store.backends.files import checkpoint
 from store.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
-PURGE = "purge.wanted"  # store.engine.PURGE, spelled out so that the tests also run against older code
+PURGE = "purge.wanted"  # store.backends.files.engine.PURGE, spelled out so that the tests also run against older code
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
@@ -295,7 +295,7 @@ def test_knowledge_graph_writes_follow_a_reindex_of_another_process(home, monkey
     writer = MemoryService(home, embedder="hash")  # makes the store with 64 dimensions
     writer.kg_create_entities([{"name": "zebra one", "entityType": "animal", "observations": ["stripes"]}])
     writer.engine.wanted_embedder = None  # from now on, follows the store
-    from store import maintenance
+    from store.backends.files import maintenance
 
     maintenance.reindex(MemoryService(home).engine, "hash:256")
     writer.kg_create_entities([{"name": "zebra two", "entityType": "animal", "observations": ["stripes"]}])
@@ -374,7 +374,7 @@ def test_a_failing_checkpoint_cleans_up_and_backs_off(home):
     codes = []
     for attempt in range(6):  # what the background checkpoints of six writes would do
         out = subprocess.run(
-            [sys.executable, "-m", "store.checkpoint", str(home), str(folder)],
+            [sys.executable, "-m", "store.backends.files.checkpoint", str(home), str(folder)],
             capture_output=True,
             env=env_for(home, MEM_CHECKPOINT_BACKOFF="3600"),
             cwd=ROOT,

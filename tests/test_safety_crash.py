@@ -122,10 +122,10 @@ def big_shard(home: Path, n: int) -> Path:
 
 
 def kill_checkpoint(home: Path, folder: Path, rng: random.Random, phase: str) -> None:
-    """Run `python -m store.checkpoint` on `folder`; SIGKILL it while it starts, or once its
+    """Run `python -m store.backends.files.checkpoint` on `folder`; SIGKILL it while it starts, or once its
     temporary folder appears (building the new checkpoint)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "store.checkpoint", str(home), str(folder)], env=env_for(home), cwd=ROOT
+        [sys.executable, "-m", "store.backends.files.checkpoint", str(home), str(folder)], env=env_for(home), cwd=ROOT
     )
     if phase == "build":
         deadline = time.monotonic() + 30

@@ -8,11 +8,11 @@ import orjson
 import pytest
 from tinydb import TinyDB
 
+from store.backends.files.integrity import unseal
+from store.backends.files.journal import Journal
+from store.backends.files.shard import listing
 from store.errors import InvalidInput
-from store.integrity import unseal
-from store.journal import Journal
 from store.service import MemoryService
-from store.shard import listing
 
 from .conftest import entry
 

@@ -24,15 +24,16 @@ from typing import Any
 import numpy as np
 import orjson
 
-from . import checkpoint, clock
-from .embed import DEFAULT, decode_vector, get_embedder
+from ... import clock
+from ...embed import DEFAULT, decode_vector, get_embedder
+from ...errors import Damaged, NotFound
+from ...paths import digest, write_atomic
+from ...schemas import SCHEMAS
+from . import checkpoint
 from .engine import FORMAT, NAMESPACE, SYSTEM, Engine, namespace_name, shard_descriptor
-from .errors import Damaged, NotFound
 from .integrity import CHECKSUMS, MANIFEST, file_problem, read_manifest, read_sealed, scan_journal, seal
 from .journal import Journal
-from .paths import digest, write_atomic
 from .salvage import Salvage, read_checkpoint, salvage_shard
-from .schemas import SCHEMAS
 from .segment import expiry
 from .shard import DAMAGED, DESCRIPTOR, SEG, WAL, MissingCheckpoint, Shard, check_chain, listing, recorded_descriptor
 

@@ -47,15 +47,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import clock
+from .. import clock
+from ..errors import Conflict, InvalidInput, Unauthorized
+from ..lexical import terms
+from ..schemas import flatten_text
+from ..timefmt import iso
 from .documents import newest_first, page
-from .errors import Conflict, InvalidInput, Unauthorized
 from .filters import parse_time
-from .lexical import terms
 from .records import Collection, Doc
 from .render import as_text, check_template, fill, placeholders, render
-from .schemas import flatten_text
-from .timefmt import iso
 
 Status = Literal["active", "disabled", "draft"]
 
@@ -337,8 +337,6 @@ ITEM_FIELDS = {
     "kg": ("type", "name", "entityType", "observations", "from", "to", "relationType"),
 }
 QUERY_INPUTS = ("query", "keywords", "action", "context")
-
-
 
 
 def _event_filters(filters: dict[str, Any]) -> dict[str, Any]:

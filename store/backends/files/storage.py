@@ -18,7 +18,7 @@ import orjson
 from tinydb import TinyDB
 from tinydb.storages import Storage
 
-from .paths import FILE_MODE
+from ...paths import FILE_MODE
 
 TABLE = "records"
 

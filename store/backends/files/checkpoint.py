@@ -39,11 +39,11 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from . import clock
-from .config import env_number
+from ... import clock
+from ...config import env_number
+from ...paths import fsync_dir, write_atomic
 from .journal import Journal
 from .locking import FileLock
-from .paths import fsync_dir, write_atomic
 from .segment import write_segment
 from .shard import DAMAGED, SEG, WAL, Shard, listing
 
@@ -262,12 +262,19 @@ def spawn(home: Path, shard_folder: Path, purge: bool = False) -> None:
     """Start a detached process that checkpoints one shard; returns at once. A `purge` one waits
     for a running checkpoint and then runs even if the journals are small."""
     subprocess.Popen(
-        [sys.executable, "-m", "store.checkpoint", str(home), str(shard_folder), *(["--purge"] if purge else [])],
+        [
+            sys.executable,
+            "-m",
+            "store.backends.files.checkpoint",
+            str(home),
+            str(shard_folder),
+            *(["--purge"] if purge else []),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-        cwd=str(Path(__file__).resolve().parent.parent),
+        cwd=str(Path(__file__).resolve().parents[3]),  # where `store` is importable from
     )
 
 

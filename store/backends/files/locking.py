@@ -13,7 +13,7 @@ import os
 import threading
 from pathlib import Path
 
-from .paths import FILE_MODE
+from ...paths import FILE_MODE
 
 
 class FileLock:

@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ...errors import Damaged
+from ...lexical import SegmentLexicon, write_segment_lexicon
+from ...log import logger
+from ...schemas import Schema
 from . import index as ann
-from .errors import Damaged
 from .integrity import CHECKSUMS, checksum, damaged, file_problem, read_manifest, record_checksum, write_manifest
-from .lexical import SegmentLexicon, write_segment_lexicon
-from .log import logger
-from .schemas import Schema
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
@@ -128,7 +128,7 @@ def _rebuilt(folder: Path) -> Segment | None:
     import shutil
     import tempfile
 
-    from .schemas import SCHEMAS
+    from ...schemas import SCHEMAS
 
     manifest = read_manifest(folder)  # raises Damaged itself if it cannot be trusted
     files = manifest["files"] if manifest else {}

@@ -16,12 +16,12 @@ from typing import Any
 
 import orjson
 
-from . import clock
+from .. import clock
+from ..backends.files.search import Filters, search
+from ..errors import InvalidInput, NotFound, refuse_unknown
+from ..ndjson import objects
 from .documents import MAX_LIMIT, page
-from .errors import InvalidInput, NotFound, refuse_unknown
-from .ndjson import objects
 from .records import Collection, Doc
-from .search import Filters, search
 
 SEARCH_LIMIT = 10
 SIMILARITY_FLOOR = 0.3  # below this cosine, an entity with no word in common is not a match

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import orjson
 
+from ...paths import write_atomic
 from .engine import Engine
-from .paths import write_atomic
 from .shard import Shard
 
 RECHECK = 1.0  # seconds a codebolt shard's figures are trusted without looking at its files

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .lexical import DeltaLexicon
+from ...lexical import DeltaLexicon
 from .segment import expiry, number
 
 

@@ -25,15 +25,15 @@ from typing import Any
 
 import orjson
 
-from . import clock
+from .. import clock
+from ..backends.files.engine import Engine
+from ..backends.files.salvage import salvage_shard
+from ..backends.files.segment import expiry
+from ..errors import Damaged, InvalidInput
+from ..kinds import A2E_TIERS, schema_of
+from ..ndjson import objects
 from .a2e import A2E, check_name, public
-from .engine import Engine
-from .errors import Damaged, InvalidInput
-from .kinds import A2E_TIERS, schema_of
-from .ndjson import objects
 from .records import Collection, serialised_size
-from .salvage import salvage_shard
-from .segment import expiry
 
 Record = dict[str, Any]
 

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .lexical import idf, normaliser, terms
+from ...lexical import idf, normaliser, terms
 from .shard import Shard
 
 VECTOR_WEIGHT = 0.7

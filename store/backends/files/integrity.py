@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 import xxhash
 
-from .errors import Damaged
+from ...errors import Damaged
 
 SEAL = b',"crc":"'
 _SEALED_TAIL = len(SEAL) + 16 + 2  # ,"crc":"<16 hex>"}

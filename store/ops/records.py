@@ -12,14 +12,14 @@ from typing import Any
 
 import orjson
 
-from . import clock
+from .. import clock
+from ..backends.files.engine import Engine
+from ..backends.files.shard import Shard
+from ..embed import encode_vectors
+from ..errors import InvalidInput, NotFound
+from ..redact import redact
+from ..schemas import SCHEMAS
 from .a2e import check_name
-from .embed import encode_vectors
-from .engine import Engine
-from .errors import InvalidInput, NotFound
-from .redact import redact
-from .schemas import SCHEMAS
-from .shard import Shard
 
 Doc = dict[str, Any]
 MAX_RECORD_BYTES = 1 << 20

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .errors import Damaged
+from ...errors import Damaged
 from .integrity import CHECKSUMS, file_problem, read_manifest, record_checksum, scan_journal, scan_records
 from .shard import DAMAGED, SEG, WAL, MissingCheckpoint, check_chain, listing
 

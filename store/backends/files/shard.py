@@ -33,13 +33,13 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .embed import decode_vector
-from .errors import Damaged
+from ...embed import decode_vector
+from ...errors import Damaged
+from ...paths import ensure_dir, write_atomic
+from ...schemas import Schema
 from .integrity import parse_line, read_manifest, seal
 from .journal import Journal, Op
 from .memtable import Memtable
-from .paths import ensure_dir, write_atomic
-from .schemas import Schema
 from .segment import Segment, expiry, open_segment
 
 WAL = "wal-{:08d}.ndjson"

@@ -23,12 +23,12 @@ import time
 import uuid
 from typing import Any
 
-from . import clock
+from .. import clock
+from ..errors import Conflict, InvalidInput, refuse_unknown
+from ..timefmt import iso
 from .documents import new_memory_id, newest_first, page, public
-from .errors import Conflict, InvalidInput, refuse_unknown
 from .filters import matches, parse_time, path_lookup, validate
 from .records import Collection, Doc
-from .timefmt import iso
 
 EVENT_FIELDS = ("event_type", "emitting_agent_id", "team_id", "tags", "payload")
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 MISSING = object()
 Lookup = Callable[[str], Any]

@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...log import logger
+from ...paths import FILE_MODE, fsync_dir
 from .integrity import complete_lines, parse_line, seal
-from .log import logger
-from .paths import FILE_MODE, fsync_dir
 
 Op = dict[str, Any]
 

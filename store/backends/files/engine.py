@@ -34,15 +34,15 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from . import clock
-from .config import env_choice
-from .embed import DEFAULT, Embedder, check_embedder_name, get_embedder
-from .errors import Damaged, InvalidInput, StoreMismatch, Unauthorized
+from ... import clock
+from ...config import env_choice
+from ...embed import DEFAULT, Embedder, check_embedder_name, get_embedder
+from ...errors import Damaged, InvalidInput, StoreMismatch, Unauthorized
+from ...log import logger
+from ...paths import digest, ensure_dir, write_atomic
+from ...schemas import SCHEMAS
 from .integrity import read_sealed, seal
 from .locking import FileLock
-from .log import logger
-from .paths import digest, ensure_dir, write_atomic
-from .schemas import SCHEMAS
 from .shard import DESCRIPTOR, Shard, recorded_descriptor
 
 SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)

@@ -15,18 +15,18 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
-from . import clock
-from .config import Config, Limits
-from .embed import encode_vectors
-from .engine import SYSTEM, Engine
-from .errors import InvalidInput, MemoryFull, NotFound, Unauthorized
-from .models import MAX_NAME, TIERS, MemoryEntry, new_id
-from .paths import digest
-from .redact import redact
-from .schemas import entry_text
-from .search import FUSION, Candidates, Filters, search
-from .shard import Shard
-from .usage import UsageCounter
+from .. import clock
+from ..backends.files.engine import SYSTEM, Engine
+from ..backends.files.search import FUSION, Candidates, Filters, search
+from ..backends.files.shard import Shard
+from ..backends.files.usage import UsageCounter
+from ..config import Config, Limits
+from ..embed import encode_vectors
+from ..errors import InvalidInput, MemoryFull, NotFound, Unauthorized
+from ..models import MAX_NAME, TIERS, MemoryEntry, new_id
+from ..paths import digest
+from ..redact import redact
+from ..schemas import entry_text
 
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
@@ -126,7 +126,7 @@ class A2E:
         """End a session and drop its working tier: unregister it first (every process refuses
         it from then on), then remove the working tier's folder, holding its builder lock (no
         checkpoint is writing in it) and the namespace lock (no write is under way)."""
-        from . import checkpoint
+        from ..backends.files import checkpoint
 
         session = self.session(memory_id)
         self.sessions.pop(memory_id, None)

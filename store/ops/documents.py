@@ -16,11 +16,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from . import clock
-from .errors import InvalidInput
+from .. import clock
+from ..errors import InvalidInput
+from ..timefmt import iso
 from .filters import matches, path_lookup, validate
 from .records import Collection, Doc
-from .timefmt import iso
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

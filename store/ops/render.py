@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w]*(?:\.[\w]+)*)\}")
 
@@ -103,7 +103,7 @@ def as_text(value: Any) -> str:
 def _tokenizer() -> Any:
     from tokenizers import Tokenizer
 
-    from .embed import MODELS
+    from ..embed import MODELS
 
     tok = Tokenizer.from_file(str(MODELS / "static" / "tokenizer.json"))
     tok.no_padding()
