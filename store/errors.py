@@ -74,6 +74,14 @@ class StoreMismatch(MemError):
     exit_code = 1
 
 
+class StoreUnavailable(MemError):
+    """The store's database cannot be used: unreachable, refusing the credentials, or without
+    the pgvector extension. `retryable` when it may pass (a server down or restarting)."""
+
+    code = "runtime_error"
+    exit_code = 7
+
+
 def refuse_unknown(given: Iterable[str], known: Iterable[str], what: str) -> None:
     """Refuse names (tool arguments, fields of an object) that are not `known`, naming each and
     the close valid name if there is one: a misspelt filter must not silently match everything,
