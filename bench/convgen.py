@@ -50,6 +50,7 @@ import json
 import random
 import sys
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 SEED = 12
@@ -382,7 +383,7 @@ class Conversation:
         first, last = int(lo * self.n), max(int(lo * self.n), int(hi * self.n) - 1)
         for _ in range(1000):
             picked = sorted(self.rng.sample(range(first, last + 1), k))
-            if all(b - a >= gap for a, b in zip(picked, picked[1:])):
+            if all(b - a >= gap for a, b in pairwise(picked)):
                 return picked
         raise ValueError("cannot place sessions")
 
@@ -391,7 +392,10 @@ class Conversation:
         turns: list[dict] = []
         for s, date in enumerate(self.dates):
             opener, closer = rng.sample(self.speakers, 2)
-            lines = [(opener, rng.choice(OPENERS).format(o=self.other(opener))), (self.other(opener), rng.choice(GREETING_REPLIES))]
+            lines = [
+                (opener, rng.choice(OPENERS).format(o=self.other(opener))),
+                (self.other(opener), rng.choice(GREETING_REPLIES)),
+            ]
             beats = self.beats[s]
             rng.shuffle(beats)
             for beat in beats:
@@ -407,7 +411,7 @@ class Conversation:
             ids = [f"c{self.index:02d}-s{s + 1:02d}-t{i + 1:03d}" for i in range(len(lines))]
             for beat in beats:
                 beat.ids = [ids[int(i)] for i in beat.ids]
-            for tid, (speaker, text) in zip(ids, lines):
+            for tid, (speaker, text) in zip(ids, lines, strict=True):
                 turns.append({"id": tid, "session": s + 1, "date": day(date), "speaker": speaker, "text": text})
         questions = []
         for i, q in enumerate(self.questions):
@@ -499,6 +503,7 @@ def relative_story(c: Conversation, p: str, o: str, taken: dict, relation: str, 
     text, question, answer = rng.choice(RELATIVE_NEWS)
     fill = {"n": name, "other": other, "city": city, "role": rng.choice(ROLES), "p": p, "rel": relation}
     news = c.say(s2, p, text.format(**fill))
+    c.aside(rng.randrange(c.n), o, f"My flatmate's {relation} came round for dinner, lovely person.")
     c.ask("multi-hop", question.format(**fill), answer.format(**fill), intro, news)
     c.ask("single-hop", f"What is the name of {p}'s {relation}?", name, intro)
     if relation not in taken["relations"][o]:
@@ -511,7 +516,8 @@ def hobby_story(c: Conversation, p: str, o: str, taken: dict) -> None:
     used = taken.setdefault("hobbies", set())
     picked = rng.sample([h for h in HOBBIES if h[1] not in used], 3)
     used.update(h[1] for h in picked)
-    beats = [c.say(s, p, h[0] + ".") for s, h in zip(c.sessions(3, 0.0, 1.0, gap=3), picked)]
+    beats = [c.say(s, p, h[0] + ".") for s, h in zip(c.sessions(3, 0.0, 1.0, gap=3), picked, strict=True)]
+    c.aside(rng.randrange(c.n), o, f"Someone at work keeps trying to get me into {picked[0][1]}, not for me.")
     c.ask("multi-hop", f"Which new pastimes has {p} taken up over the year?", ", ".join(h[1] for h in picked), *beats)
     c.ask("single-hop", picked[1][2].format(p=p), picked[1][3], beats[1])
     c.ask("adversarial", f"How is {o} getting on with {picked[0][1]}?", f"{o} never mentioned it; {p} took it up",
@@ -524,14 +530,19 @@ def concert_story(c: Conversation, p: str, o: str, taken: dict) -> None:
     bands = rng.sample([b for b in BANDS if b not in used], 4)
     used.update(bands)
     seen = []
-    for s, band in zip(c.sessions(3, 0.0, 1.0, gap=4), bands):
+    for s, band in zip(c.sessions(3, 0.0, 1.0, gap=4), bands[:3], strict=True):
         when, d, _ = past_phrase(c.dates[s], rng)
         seen.append((c.say(s, p, f"I saw {band} live {when}, the crowd sang every word."), band, d))
     c.aside(rng.randrange(c.n), p, f"I've had {bands[3]} on repeat all week, the new album is great.")
     c.aside(rng.randrange(c.n), o, f"Tickets for {seen[0][1]} sold out in four minutes, I didn't get any.")
     for beat, band, d in seen[:2]:
         c.ask("temporal", f"Which band did {p} go to see perform in {month(d)}?", band, beat)
-    c.ask("multi-hop", f"Which acts has {p} watched in concert?", ", ".join(b for _, b, _ in seen), *(b for b, _, _ in seen))
+    c.ask(
+        "multi-hop",
+        f"Which acts has {p} watched in concert?",
+        ", ".join(b for _, b, _ in seen),
+        *(b for b, _, _ in seen),
+    )
     c.ask("adversarial", f"When did {p} see {bands[3]} play live?", f"never; {p} only listened to the album",
           seen[0][0])  # fmt: skip
 
@@ -542,7 +553,7 @@ def book_story(c: Conversation, p: str, o: str, taken: dict) -> None:
     books = rng.sample([b for b in BOOKS if b[0] not in used], 3)
     used.update(b[0] for b in books)
     beats = []
-    for s, (title, author) in zip(c.sessions(3, 0.0, 1.0, gap=4), books):
+    for s, (title, author) in zip(c.sessions(3, 0.0, 1.0, gap=4), books, strict=True):
         beats.append((c.say(s, p, f"I'm halfway through {title} by {author}, can't put it down."), c.dates[s]))
     c.ask("temporal", f"What novel is {p} in the middle of these days?", books[-1][0], beats[-1][0])
     c.ask("temporal", f"Which book was {p} reading in {month(beats[0][1])}?", books[0][0], beats[0][0])
@@ -671,7 +682,8 @@ def generate(seed: int = SEED) -> dict:
 
 def dumps(data: dict) -> bytes:
     """Stable bytes: one turn or question per line keeps diffs readable and the file small."""
-    out = ['{"description": ' + json.dumps(data["description"]) + ', "seed": ' + str(data["seed"]) + ',\n"conversations": [']
+    head = {"description": data["description"], "seed": data["seed"]}
+    out = [json.dumps(head)[:-1] + ',\n"conversations": [']
     for ci, conv in enumerate(data["conversations"]):
         head = {k: conv[k] for k in ("id", "split", "speakers", "sessions")}
         out.append(json.dumps(head, ensure_ascii=False)[:-1] + ',\n"turns": [')
