@@ -17,7 +17,7 @@ What makes it hard, on purpose:
   neighbour's dog, a band played at home but never seen live, a city visited for a weekend, a
   trip only wished for.
 - **Facts that change.** Jobs, homes and the book being read change over the sessions; a "now"
-  question's evidence is the latest statement, an "before" question's the earlier one.
+  question's evidence is the latest statement, a "before" question's the earlier one.
 - **Relative dates.** Turns say "yesterday", "last Friday", "three weeks ago", "last month",
   "two years ago", "back in March", "next Monday"; each is read against the session's date, which
   every turn carries. "last <weekday>" is the most recent such day 2 to 7 days before the
@@ -86,19 +86,23 @@ ROLES = [
     "accountant", "physiotherapist", "software developer", "architect", "pharmacist", "journalist",
     "logistics planner", "marketing manager",
 ]  # fmt: skip
-PETS = [  # species as a question says it, what the turn says, names
-    ("dog", ["beagle puppy", "rescue greyhound", "border collie", "little dachshund", "labrador puppy"]),
-    ("cat", ["tabby kitten", "Maine Coon", "ginger tomcat", "black kitten from the shelter"]),
-    ("rabbit", ["lop-eared bunny", "pair of dwarf bunnies"]),
-    ("bird", ["cockatiel", "pair of budgies"]),
-]
+PETS = [  # species as a question says it, what the turn says, vet visits (what the turn says, the answer)
+    ("dog", ["beagle puppy", "rescue greyhound", "border collie", "little dachshund", "labrador puppy"],
+     [("swallowed one of my socks and needed an X-ray", "swallowed a sock"),
+      ("cut a paw on broken glass at the park and needed three stitches", "a cut paw that needed stitches"),
+      ("got stung on the nose by a wasp and swelled up like a balloon", "a wasp sting")]),
+    ("cat", ["tabby kitten", "Maine Coon", "ginger tomcat", "black kitten from the shelter"],
+     [("came home limping after a fight with the tom next door", "a fight with another cat"),
+      ("stopped eating for two days, turned out to be a bad tooth", "a bad tooth"),
+      ("ate a lily from a bouquet, which is poisonous for them", "ate a poisonous lily")]),
+    ("rabbit", ["lop-eared bunny", "dwarf bunny"],
+     [("got its teeth so overgrown it couldn't chew", "overgrown teeth"),
+      ("hurt a back leg jumping off the sofa", "a hurt back leg")]),
+    ("bird", ["cockatiel", "budgie"],
+     [("flew into the window and sat stunned for an hour", "flew into a window"),
+      ("started plucking out its own feathers from stress", "plucking its feathers")]),
+]  # fmt: skip
 PET_NAMES = "Biscuit Pickle Juniper Waffles Mochi Clementine Bramble Pretzel Nutmeg Sprout Toffee Ziggy".split()
-VET_TROUBLE = [  # what the turn says, the answer
-    ("swallowed one of my socks and needed an X-ray", "swallowed a sock"),
-    ("got stung on the nose by a wasp and swelled up like a balloon", "a wasp sting"),
-    ("cut a paw on broken glass at the park and needed three stitches", "a cut paw that needed stitches"),
-    ("stopped eating for two days, turned out to be a bad tooth", "a bad tooth"),
-]
 RELATIONS = [("sister", "she"), ("brother", "he"), ("cousin", "she"), ("uncle", "he"), ("aunt", "she")]
 RELATIVE_NEWS = [  # turn text about NAME, question about "P's RELATION", answer
     ("{n} just landed a job as a {role} in {city}!", "What job did {p}'s {rel} get?", "{role} in {city}"),
@@ -293,9 +297,10 @@ def month(d: dt.date) -> str:
 
 
 def past_phrase(session: dt.date, rng: random.Random) -> tuple[str, dt.date, str]:
-    """A phrase for a day before `session` ("yesterday", "last Friday", "two weeks ago"), the day it
-    names and the answer to "when"."""
-    kind = rng.choice(["yesterday", "weekday", "weekday", "weeks", "weeks", "month"])
+    """A phrase for a day before `session` ("yesterday", "last Friday", "two weeks ago", "last month",
+    "back in March"), the day it names and the answer to "when"."""
+    kinds = ["yesterday", "weekday", "weekday", "weeks", "weeks", "month"]
+    kind = rng.choice(kinds + ["month name"] if session.month >= 3 else kinds)
     if kind == "yesterday":
         d = session - dt.timedelta(days=1)
         return "yesterday", d, day(d)
@@ -306,9 +311,11 @@ def past_phrase(session: dt.date, rng: random.Random) -> tuple[str, dt.date, str
         n = rng.randint(2, 3)
         d = session - dt.timedelta(weeks=n)
         return f"{NUMBERS[n]} weeks ago", d, f"around {day(d)}"
-    first = session.replace(day=1) - dt.timedelta(days=1)
-    d = first.replace(day=rng.randint(1, 28))
-    return "last month", d, month(d)
+    if kind == "month":
+        d = (session.replace(day=1) - dt.timedelta(days=1)).replace(day=rng.randint(1, 28))
+        return "last month", d, month(d)
+    d = session.replace(month=rng.randint(1, session.month - 2), day=rng.randint(1, 28))
+    return f"back in {MONTHS[d.month - 1]}", d, month(d)
 
 
 def next_weekday(session: dt.date, rng: random.Random) -> tuple[str, dt.date]:
@@ -438,14 +445,14 @@ class Conversation:
 
 def pet_story(c: Conversation, p: str, o: str, taken: dict) -> None:
     rng = c.rng
-    species, kinds = rng.choice([x for x in PETS if x[0] not in taken.setdefault("species", set())])
+    species, kinds, troubles = rng.choice([x for x in PETS if x[0] not in taken.setdefault("species", set())])
     taken["species"].add(species)
     kind, name = rng.choice(kinds), rng.choice([x for x in PET_NAMES if x not in taken.setdefault("pets", set())])
     taken["pets"].add(name)
     s1, s2 = c.sessions(2, 0.05, 0.8, gap=4)
     when, _, answer = past_phrase(c.dates[s1], rng)
     adopt = c.say(s1, p, f"We brought home a {kind} {when}, we've called it {name}.")
-    trouble, trouble_answer = rng.choice(VET_TROUBLE)
+    trouble, trouble_answer = rng.choice(troubles)
     vet = c.say(s2, p, f"Emergency vet trip: {name} {trouble}.")
     c.aside(rng.randrange(c.n), o, f"My neighbour's {rng.choice(kinds)} kept everyone awake again.")
     c.ask("single-hop", f"What name did {p} give the {species}?", name, adopt)
@@ -471,6 +478,7 @@ def job_story(c: Conversation, p: str, o: str, taken: dict) -> None:
     c.ask("temporal", f"Who is {p}'s employer now?", second, new, settled)
     c.ask("temporal", f"Which company did {p} work for before changing jobs?", first, old, new)
     c.ask("temporal", f"What was {p}'s first day at the new company?", day(start), new)
+    c.ask("multi-hop", f"What was {p}'s role at the place {p} quit to join {second}?", role1, old, new)
 
 
 def move_story(c: Conversation, p: str, o: str, taken: dict) -> None:

@@ -81,8 +81,11 @@ def test_relative_dates_name_the_day_they_answer() -> None:
             assert phrase == f"last {convgen.WEEKDAYS[day.weekday()]}" and 2 <= (session - day).days <= 7
         elif phrase.endswith("weeks ago"):
             assert (session - day).days in (14, 21) and answer == f"around {day.isoformat()}"
+        elif phrase.startswith("back in "):
+            assert phrase == f"back in {convgen.MONTHS[day.month - 1]}" and day.month == 1
+            assert answer == "January 2023"
         else:
             assert phrase == "last month" and answer == "February 2023"
-    assert {"yesterday", "last", "two", "three"} <= seen
+    assert {"yesterday", "last", "two", "three", "back"} <= seen
     phrase, day = convgen.next_weekday(session, rng)
     assert phrase == f"next {convgen.WEEKDAYS[day.weekday()]}" and 1 <= (day - session).days <= 7
