@@ -29,7 +29,7 @@ def install() -> str | None:
     if not shutil.which("apt-get"):
         return "no chromium/chromedriver and no apt-get to install them (install a chromium and its driver)"
     if os.geteuid() != 0:
-        return "no chromium/chromedriver, and installing them with apt-get needs root: apt-get install chromium chromium-driver"
+        return "no chromium/chromedriver, and installing them needs root: apt-get install chromium chromium-driver"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     command = ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES]
     done = subprocess.run(command, env=env, capture_output=True, text=True)

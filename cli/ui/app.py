@@ -336,7 +336,9 @@ class Api:
 
     def persistent(self, args: Args) -> list[dict[str, Any]]:
         """`mem persistent list`."""
-        return self.service.persistent_memory_list(None, False, limit=MAX_LIMIT, namespace=args.text("namespace", "default"))
+        return self.service.persistent_memory_list(
+            None, False, limit=MAX_LIMIT, namespace=args.text("namespace", "default")
+        )
 
     def persistent_retrieve(self, args: Args) -> dict[str, Any]:
         """`mem persistent retrieve ID`: run it, with the rendered contribution."""
