@@ -238,6 +238,7 @@ async function timelinePage(params) {
     h("button", { type: "submit" }, "Filter"));
   form.addEventListener("submit", (event) => { event.preventDefault(); go("timeline", Object.fromEntries(new FormData(form))); });
   const memory = data.memory;
+  data.types.forEach(MemGraph.colour); // colours in order of first appearance
   main.replaceChildren(h("section", { class: "panel", id: "timeline" },
     h("h2", {}, `Timeline: ${memory.title}`),
     h("p", { class: "meta" }, `${memory.eventCount} events · created ${when(memory.created_at)} · ${memory.memoryId}`,

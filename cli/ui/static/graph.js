@@ -8,10 +8,15 @@ const MemGraph = (() => {
   const SVG = "http://www.w3.org/2000/svg";
   const WIDTH = 900, HEIGHT = 600, ROUNDS = 300;
 
+  // distinct colours, given to types in order (a hash of the name made near-twins)
+  const PALETTE = ["#2f6fde", "#e0622e", "#23a36b", "#a445d8", "#d6a41c", "#1fa8b8", "#d8457f", "#6b7a33",
+    "#7d5a3c", "#5b6bd6"];
+  const assigned = new Map();
+
   function colour(type) {
-    let hash = 0;
-    for (const ch of String(type)) hash = (hash * 31 + ch.codePointAt(0)) >>> 0;
-    return `hsl(${hash % 360}, 60%, 52%)`;
+    const name = String(type);
+    if (!assigned.has(name)) assigned.set(name, PALETTE[assigned.size % PALETTE.length]);
+    return assigned.get(name);
   }
 
   function layout(nodes, edges) {
