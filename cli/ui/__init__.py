@@ -17,9 +17,11 @@ def ui(
     port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")] = 0,
     open_: Annotated[bool, typer.Option("--open", help="Open the page in the default web browser.")] = False,
 ) -> None:
-    """Serve a web view of the store on 127.0.0.1: search with explanations, entries (edit,
-    delete), episodic timelines, the knowledge graph, documents and persistent memories.
-    Prints the URL, which carries a fresh random token: requests without it get 403."""
+    """Serve a web view of the store on 127.0.0.1 and print its URL (needs the `ui` extra).
+
+    Search with explanations, entries (edit, delete), episodic timelines, the knowledge graph,
+    documents and persistent memories. The URL carries a fresh random token: requests without
+    it get 403. Ctrl-C stops the server."""
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
