@@ -40,6 +40,7 @@ def chrome():
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
         options.add_argument(argument)
     options.binary_location = binary
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # to check the console stays clean
     os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager, should it run, must not download
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     driver.implicitly_wait(0)
@@ -56,22 +57,25 @@ def mem(*args: str, input: str | None = None) -> str:
 
 
 @pytest.fixture
-def ui_url():
+def ui_url(tmp_path):
     """`mem ui` running as a subprocess on a free port of 127.0.0.1; its printed URL."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "ui", "--port", "0"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "mem-ui.log"
+    with log.open("w") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "ui", "--port", "0"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
     try:
         url = server.stdout.readline().strip()
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=\S+", url), (url, server.stderr.read())
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=\S+", url), (url, log.read_text())
         yield url
     finally:
         server.terminate()
         server.wait(timeout=10)
+    assert "error" not in log.read_text().lower(), log.read_text()
 
 
 def seed() -> str:
@@ -135,6 +139,8 @@ def test_search_open_edit_delete_timeline_and_graph_in_a_real_browser(chrome, ui
     edit(page)
     timeline(page, memory_id)
     graph(page)
+    problems = [e["message"] for e in chrome.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert not problems  # no failed request, no script error, nothing the Content-Security-Policy blocked
 
 
 def search_and_delete(page: Page) -> None:

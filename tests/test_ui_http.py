@@ -237,6 +237,13 @@ def test_edit_stores_the_entry_again_under_its_key(client, service):
     }
 
 
+def test_an_edit_without_content_keeps_it_as_it_was(client, service):
+    stored(service, entry({"topic": "n"}, "42"))  # text that would parse as JSON
+    client.post("/api/entry/edit", json={"tier": "episodic", "key": {"topic": "n"}, "tags": ["x"]})
+    [found] = service.retrieve(service.scope())["entries"]
+    assert (found["content"], found["tags"]) == ("42", ["x"])
+
+
 def test_delete_forgets_the_one_entry(client, service):
     stored(service, entry({"topic": "tea"}, "green tea"), entry({"topic": "dog"}, "a dog"))
     assert client.post("/api/entry/delete", json={"tier": "episodic", "key": {"topic": "tea"}}).json() == {"deleted": 1}

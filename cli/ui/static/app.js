@@ -177,13 +177,15 @@ async function entryPage(params) {
     h("div", { class: "filters" },
       h("label", {}, "tags (comma-separated)", h("input", { id: "edit-tags", value: (entry.tags || []).join(", ") })),
       h("label", {}, "score", h("input", { id: "edit-score", type: "number", min: 0, max: 1, step: 0.05, value: entry.score })),
-      h("label", {}, "ttl (seconds, 0: never)", h("input", { id: "edit-ttl", type: "number", min: 0, step: 1, value: entry.ttl })),
+      h("label", {}, "ttl (seconds from the save, 0: never)", h("input", { id: "edit-ttl", type: "number", min: 0, step: 1, value: entry.ttl })),
       h("button", { id: "save", type: "submit" }, "Save")));
   editor.querySelector("textarea").value = shown(entry.content);
   editor.addEventListener("submit", async (event) => {
     event.preventDefault();
     await guarded(async () => {
-      await api("entry/edit", undefined, { ...locator, key: entry.key, content: editor.querySelector("textarea").value,
+      const text = editor.querySelector("textarea").value;
+      // content left as shown is not sent: a text that happens to parse as JSON stays text
+      await api("entry/edit", undefined, { ...locator, key: entry.key, content: text === shown(entry.content) ? undefined : text,
         tags: csv(document.getElementById("edit-tags").value), score: document.getElementById("edit-score").value,
         ttl: document.getElementById("edit-ttl").value });
       await entryPage(params);
