@@ -269,7 +269,7 @@ class Api:
 
         old = self.entry(args)
         content = args.data.get("content", old["content"])
-        if isinstance(content, str):  # as `mem store`: JSON if it parses, else the text
+        if "content" in args.data and isinstance(content, str):  # as `mem store`: JSON if it parses, else the text
             content = parse_value(content, "content")
         new = {
             "key": old["key"],
