@@ -6,7 +6,7 @@
 
 const MemGraph = (() => {
   const SVG = "http://www.w3.org/2000/svg";
-  const WIDTH = 900, HEIGHT = 600, ROUNDS = 300;
+  const WIDTH = 900, HEIGHT = 600, ROUNDS = 400;
 
   // distinct colours, given to types in order (a hash of the name made near-twins)
   const PALETTE = ["#2f6fde", "#e0622e", "#23a36b", "#a445d8", "#d6a41c", "#1fa8b8", "#d8457f", "#6b7a33",
@@ -26,9 +26,9 @@ const MemGraph = (() => {
       node.x = WIDTH / 2 + (WIDTH / 3) * Math.cos(angle);
       node.y = HEIGHT / 2 + (HEIGHT / 3) * Math.sin(angle);
     });
-    const k = 0.75 * Math.sqrt((WIDTH * HEIGHT) / Math.max(n, 1)); // ideal edge length
+    const k = Math.sqrt((WIDTH * HEIGHT) / Math.max(n, 1)); // ideal edge length
     for (let round = 0; round < ROUNDS; round++) {
-      const step = 12 * (1 - round / ROUNDS) + 0.5; // cooling: big moves first, then settle
+      const step = (WIDTH / 8) * (1 - round / ROUNDS) + 0.5; // cooling: big moves first, then settle
       nodes.forEach((node) => { node.dx = 0; node.dy = 0; });
       for (let i = 0; i < n; i++) { // every pair repels
         for (let j = i + 1; j < n; j++) {
@@ -50,14 +50,27 @@ const MemGraph = (() => {
         b.dx += (dx / dist) * force; b.dy += (dy / dist) * force;
       }
       for (const node of nodes) { // a pull to the centre keeps loose parts in view
-        node.dx += (WIDTH / 2 - node.x) * 0.02 * k / 10;
-        node.dy += (HEIGHT / 2 - node.y) * 0.02 * k / 10;
+        node.dx += (WIDTH / 2 - node.x) * 0.05;
+        node.dy += (HEIGHT / 2 - node.y) * 0.05;
         const length = Math.max(Math.hypot(node.dx, node.dy), 0.01);
         node.x += (node.dx / length) * Math.min(length, step);
         node.y += (node.dy / length) * Math.min(length, step);
-        node.x = Math.min(WIDTH - 40, Math.max(40, node.x));
-        node.y = Math.min(HEIGHT - 30, Math.max(30, node.y));
       }
+    }
+    fit(nodes);
+  }
+
+  function fit(nodes) {
+    // stretch the drawing to fill the view: each axis on its own, so a long chain of entities
+    // does not leave the rest of the graph crowded in the middle
+    const MARGIN = 50;
+    const xs = nodes.map((node) => node.x), ys = nodes.map((node) => node.y);
+    const [left, top] = [Math.min(...xs), Math.min(...ys)];
+    const width = Math.max(...xs) - left, height = Math.max(...ys) - top;
+    const sx = width > 1 ? (WIDTH - 2 * MARGIN) / width : 0, sy = height > 1 ? (HEIGHT - 2 * MARGIN) / height : 0;
+    for (const node of nodes) {
+      node.x = sx ? MARGIN + (node.x - left) * sx : WIDTH / 2;
+      node.y = sy ? MARGIN + (node.y - top) * sy : HEIGHT / 2;
     }
   }
 
