@@ -368,3 +368,20 @@ def test_mem_ui_serves_on_localhost_with_a_fresh_token():
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_mem_ui_on_a_port_in_use_says_so():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        done = subprocess.run(
+            [sys.executable, "-m", "cli.main", "ui", "--port", port],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert done.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr and done.stdout == ""
