@@ -1,7 +1,8 @@
 """`mem ui` end to end in a real headless browser: Debian's chromium driven by Selenium through
 Debian's chromedriver (installed by `tests/browser.py` when missing; nothing is downloaded from a
 browser vendor). Memories are stored with the CLI, the page searches, opens, edits and deletes
-them, and the CLI sees the result; the episodic timeline and the graph are drawn and clicked.
+them, and the CLI sees the result; the episodic timeline and the graph are drawn and clicked; a
+todo shows and a persistent memory renders its contribution; the console stays clean.
 Screenshots are saved under the test's tmp dir (their paths are printed: `pytest -s` shows them).
 """
 
@@ -95,6 +96,11 @@ def seed() -> str:
     mem("kg", "create", "Acme", "-t", "company")
     mem("kg", "relate", "Alice", "owns", "Pixel")
     mem("kg", "relate", "Alice", "works_at", "Acme")
+    mem("todo", "save", json.dumps({"title": "book the vet for Pixel", "status": "pending"}))
+    mem("set", "city", "Lisbon")
+    retrieval, contribution = {"source_type": "kv", "source_id": "default"}, {"format": "markdown"}
+    mem("persistent", "create", "--label", "facts", "--retrieval", json.dumps(retrieval),
+        "--contribution", json.dumps(contribution))  # fmt: skip
     return memory_id
 
 
@@ -139,6 +145,7 @@ def test_search_open_edit_delete_timeline_and_graph_in_a_real_browser(chrome, ui
     edit(page)
     timeline(page, memory_id)
     graph(page)
+    documents_and_persistent(page)
     problems = [e["message"] for e in chrome.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert not problems  # no failed request, no script error, nothing the Content-Security-Policy blocked
 
@@ -207,3 +214,13 @@ def graph(page: Page) -> None:
     mem("kg", "create", "Bob", "-t", "person")  # another process writes: the next refresh shows it
     page.find("#refresh").click()
     page.wait_for("#graph .node", count=4)
+
+
+def documents_and_persistent(page: Page) -> None:
+    page.open("documents", "#documents-todo")
+    assert "book the vet for Pixel" in page.find("#documents-todo").text
+    page.open("persistent", "#persistent form")
+    page.find("#persistent input[name=query]").send_keys("city")
+    page.find("#persistent form button").click()
+    assert "Lisbon" in page.wait_for(".contribution")[0].text
+    page.screenshot("5-persistent")
