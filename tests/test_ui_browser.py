@@ -164,6 +164,8 @@ def search_and_delete(page: Page) -> None:
     best.find_element(By.CSS_SELECTOR, "a.open").click()
     page.wait_for("#entry")
     assert "Pixel" in page.find("#entry-content").text
+    fields = page.find("#entry-fields").text
+    assert all(shown in fields for shown in ('{"topic":"pet"}', "personal", "episodic", "never expires")), fields
     page.screenshot("2-entry")
     page.find("#delete").click()
     page.wait_for("#confirm:not([hidden])")

@@ -171,8 +171,8 @@ async function entryPage(params) {
       ["tier", entry.tier], ["key", JSON.stringify(entry.key)], ["tags", (entry.tags || []).join(", ")],
       ["source", entry.source], ["score", entry.score], ["ttl", entry.ttl ? `${entry.ttl} s` : "never expires"],
       ["created", when(entry.created_at)], ["updated", when(entry.updated_at)]]
-      .map(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
-  const editor = h("form", { id: "edit-form" },
+      .flatMap(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
+  const editor = h("form", { id: "edit-form", class: "stacked" },
     h("label", {}, "content (JSON if it parses, as with mem store)", h("textarea", { id: "edit-content" })),
     h("div", { class: "filters" },
       h("label", {}, "tags (comma-separated)", h("input", { id: "edit-tags", value: (entry.tags || []).join(", ") })),
