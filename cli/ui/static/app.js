@@ -326,6 +326,9 @@ async function documentsPage() {
   const list = (kind, records) => h("section", { class: "panel", id: `documents-${kind}` },
     h("h2", {}, { todo: "Todos", json: "JSON memories", markdown: "Markdown memories" }[kind]),
     records.length ? records.map((r) => h("article", { class: "result" },
+      kind === "todo" && r.todo && (r.todo.title || r.todo.status)
+        ? h("div", { class: "todo" }, h("b", {}, String(r.todo.title || "")), " ", r.todo.status ? h("span", { class: "tag" }, String(r.todo.status)) : null)
+        : null,
       h("div", { class: "meta" }, h("code", {}, r.memoryId), h("span", {}, `updated ${when(r.updated_at)}`),
         r.metadata && Object.keys(r.metadata).length ? h("span", {}, `metadata ${JSON.stringify(r.metadata)}`) : null),
       h("pre", {}, shown(r[kind])))) : h("p", { class: "empty" }, `no ${kind} memories in “${ns}”`));
