@@ -350,6 +350,17 @@ def test_an_unexpected_failure_is_a_500_without_a_traceback(client, service, mon
     assert "RuntimeError" in capfd.readouterr().err  # the details go to the terminal running mem ui
 
 
+def test_a_storage_failure_is_a_5xx_with_one_line(client, service, monkeypatch):
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(service, "stats", full)
+    message = refused(client.get("/api/overview"), 503)
+    assert message.startswith("storage error: No space left on device") and "retryable" in message
+
+
 # -- the command -----------------------------------------------------------------------------------
 
 

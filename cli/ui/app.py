@@ -27,7 +27,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from store.errors import InvalidInput, MemError, NotFound
+from store.errors import InvalidInput, MemError, NotFound, os_failure
 
 STATIC = Path(__file__).parent / "static"
 TOKEN_HEADER = "x-mem-token"
@@ -100,8 +100,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 def endpoint(fn: Callable[[Args], Any]) -> Callable[[Request], Awaitable[Response]]:
     """A route calling `fn(args)` on a worker thread, under the service lock; its result as
-    JSON, a store or input error as a 4xx with its message, anything else as a 500 without a
-    traceback (which goes to stderr only with MEM_DEBUG=1)."""
+    JSON, a store or input error as a 4xx with its message, a storage failure as a 5xx with
+    one line, anything else as a 500 naming only the exception's type (its message goes to
+    the terminal running `mem ui`, with the traceback when MEM_DEBUG=1)."""
     from ..errors import CliError
 
     async def handle(request: Request) -> Response:
@@ -110,6 +111,9 @@ def endpoint(fn: Callable[[Args], Any]) -> Callable[[Request], Awaitable[Respons
             return JSONResponse(await run_in_threadpool(locked, fn, args))
         except (MemError, CliError) as exc:
             return error(STATUS.get(exc.exit_code, 500), exc.message)
+        except OSError as exc:  # a full disk, a lost file: the message says whether to retry
+            failure = os_failure(exc)
+            return error(503 if failure.retryable else 500, failure.message)
         except Exception as exc:  # noqa: BLE001 - one line for the page, the details for the log
             from ..errors import report
 
@@ -129,9 +133,11 @@ async def values(request: Request) -> dict[str, Any]:
     if request.method == "GET":
         params = request.query_params
         return {name: params.getlist(name) for name in params if name != "token"}
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise InvalidInput(f"the request body is over {MAX_BODY} bytes")
+    body = b""
+    async for chunk in request.stream():  # stop reading past the limit, whatever Content-Length says
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise InvalidInput(f"the request body is over {MAX_BODY} bytes")
     import orjson
 
     try:
