@@ -55,8 +55,8 @@ def redact_url(url: str) -> str:
         if "@" in netloc:
             userinfo, _, hostport = netloc.rpartition("@")
             if ":" in userinfo:
-                user = userinfo.split(":", 1)[0]
-                netloc = f"{user}:{MASK}@{hostport}"
+                user, _, password = userinfo.partition(":")
+                netloc = f"{user}:{MASK}@{hostport}" if password else f"{user}@{hostport}"
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
