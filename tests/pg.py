@@ -99,8 +99,13 @@ def pg_server() -> Iterator[PgServer]:
 
     folder = Path(tempfile.mkdtemp(prefix="mempg-"))  # short: the socket's path has a length limit
     server = pgserver.get_server(folder / "data", cleanup_mode="delete")
+    private = PgServer(server.get_uri(), folder / "data")
+    with private.admin() as conn:  # a throwaway server: no need to survive a power cut
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
     try:
-        yield PgServer(server.get_uri(), folder / "data")
+        yield private
     finally:
         server.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
