@@ -63,6 +63,7 @@ def serve_mcp(
     # With a secret configured the store is in authenticated mode: whoever could start this
     # server with the secret chose its --agent, and MCP has no handshake to prove another one.
     fixed_agent = bool(os.environ.get("MEM_AUTH_SECRET"))
+    state.pooled = True
     mcp_server.main(state.service, namespace, agent, read_only, fixed_agent)
 
 
@@ -83,6 +84,7 @@ def serve_stdio(
         usage_error("--auth-secret must not be empty: leave it out (and MEM_AUTH_SECRET unset) to serve without auth")
     refuse_empty_secret()
     os.environ.setdefault("MEM_LOG", "warning")
+    state.pooled = True
     raise typer.Exit(stdio.main(state.service, auth_secret))
 
 

@@ -15,6 +15,8 @@ class State:
     home: Path | None = None
     quiet: bool = False
     embedder: str | None = None
+    store: str | None = None  # --store URL (None: MEM_STORE, else config.json, else files under home)
+    pooled: bool = False  # a long-lived server: a database backend keeps a connection pool
     _service: Any = None
 
     @property
@@ -22,7 +24,7 @@ class State:
         if self._service is None:
             from store.service import MemoryService
 
-            self._service = MemoryService(self.home, embedder=self.embedder)
+            self._service = MemoryService(self.home, embedder=self.embedder, store=self.store, pooled=self.pooled)
         return self._service
 
 

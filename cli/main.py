@@ -97,6 +97,14 @@ def _version(value: bool) -> None:
 def root(
     ctx: typer.Context,
     home: Annotated[Path | None, typer.Option("--home", envvar="MEM_HOME", help="Store directory.")] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Store URL: postgresql://... for a shared PostgreSQL store (env MEM_STORE; default: files in --home).",
+            show_default=False,
+        ),
+    ] = None,
     embedder: Annotated[
         str | None, typer.Option("--embedder", envvar="MEM_EMBEDDER", help="static (default), minilm or hash.")
     ] = None,
@@ -109,6 +117,7 @@ def root(
     ] = False,
 ) -> None:
     state.home, state.embedder, state.quiet, state._service = home, embedder, quiet, None
+    state.store, state.pooled = store, False
     if redact:
         os.environ["MEM_REDACT"] = "1"
     ctx.call_on_close(_close_store)

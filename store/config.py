@@ -6,11 +6,16 @@
       "max_bytes": 1073741824,            # their serialised bytes per namespace
       "max_line_bytes": 4194304,          # one serve-stdio request line
       "redact": false,                    # mask secret-shaped strings before storing
+      "store": "postgresql://mem@db/mem", # where the store is (MEM_STORE, --store override it)
       "namespaces": {"team": {"max_entries": 5000, "semantic_writers": ["lead"]}}
     }
 
 A namespace entry overrides the store-wide values for that namespace; `semantic_writers`, when
 set, lists the agents allowed to store into and forget from the namespace's semantic tier.
+
+With a store URL (a database shared by several machines), each machine reads its own
+`config.json`: the limits are enforced by every client with the values it has, so machines of
+one fleet should share one configuration (the README's "shared store" section says so).
 
 The file and the variables are checked when the store opens: a file that is not a JSON object,
 an unknown key (a typo would otherwise be ignored in silence), a value of the wrong type or a
@@ -48,6 +53,7 @@ class Limits:
 class Config:
     base: Limits
     namespaces: dict[str, dict[str, Any]]
+    store: str | None = None  # the store URL; None: files under the home folder
 
     def for_namespace(self, namespace: str) -> Limits:
         override = self.namespaces.get(namespace)
@@ -66,7 +72,17 @@ def load_config(home: Path) -> Config:
     values = {name: check_value(name, raw[name], f"{path}: {name}") for name in LIMIT_NAMES if name in raw}
     values.update(env_limits())
     check_other_variables()
-    return Config(Limits(**values), check_namespaces(raw.get("namespaces", {}), path))
+    return Config(Limits(**values), check_namespaces(raw.get("namespaces", {}), path), store_url(raw, path))
+
+
+def store_url(raw: dict[str, Any], path: Path) -> str | None:
+    """The store URL: `MEM_STORE`, else the file's "store", else None (files under the home)."""
+    if os.environ.get("MEM_STORE") is not None:
+        return os.environ["MEM_STORE"] or None
+    value = raw.get("store")
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput(f"{path}: store must be a store URL (a string), not {json_type(value)}")
+    return value or None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -83,9 +99,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise InvalidInput(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise InvalidInput(f"{path}: must be a JSON object, not {json_type(raw)}")
-    unknown = sorted(set(raw) - LIMIT_NAMES - {"namespaces"})
+    unknown = sorted(set(raw) - LIMIT_NAMES - {"namespaces", "store"})
     if unknown:
-        known = sorted(LIMIT_NAMES | {"namespaces"})
+        known = sorted(LIMIT_NAMES | {"namespaces", "store"})
         hint = did_you_mean(unknown[0], known)
         raise InvalidInput(f"{path}: unknown key {unknown[0]!r}{hint} (known: {', '.join(known)})")
     return raw

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .backends.files.engine import Engine
+from .backends import open_backend
+from .backends.base import Backend
 from .config import load_config
 from .ops.a2e import A2E, Session
 from .ops.documents import DocumentTools
@@ -26,15 +27,32 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
     is a mixin defined in its own module (documents, episodes, persistent, graph), one method
     per tool, named as the tool is."""
 
-    def __init__(self, home: Path | str | None = None, embedder: str | None = None, checkpoints: str | None = None):
+    def __init__(
+        self,
+        home: Path | str | None = None,
+        embedder: str | None = None,
+        checkpoints: str | None = None,
+        store: str | None = None,
+        pooled: bool = False,
+    ):
+        """`home` holds the configuration (and, without a store URL, the store itself); `store`
+        is a store URL (default: `MEM_STORE`, else `config.json`'s "store"; none keeps the
+        store in files under `home`). `pooled` asks a database backend for a connection pool,
+        for a long-lived server."""
         self.home = Path(home) if home else default_home()
         check_home(self.home)
-        self.engine = Engine(self.home, embedder, checkpoints)
         self.config = load_config(self.home)
-        self.engine.redact = self.config.base.redact
-        self.a2e = A2E(self.engine, self.config)
-        self.engine.check_room = self.a2e.check_room  # codebolt records count toward the limits too
-        self.engine.record_limit = lambda namespace: self.config.for_namespace(namespace).max_entry_bytes
+        url = store if store is not None else self.config.store
+        self.backend: Backend = open_backend(url, self.home, embedder, checkpoints, pooled)
+        self.backend.redact = self.config.base.redact
+        self.a2e = A2E(self.backend, self.config)
+        self.backend.check_room = self.a2e.check_room  # codebolt records count toward the limits too
+        self.backend.record_limit = lambda namespace: self.config.for_namespace(namespace).max_entry_bytes
+
+    @property
+    def engine(self) -> Backend:
+        """The backend (its name from before there were several)."""
+        return self.backend
 
     # -- A2E sessions and scopes ------------------------------------------------------------
 
@@ -75,56 +93,47 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         """The store (or one namespace) as sorted NDJSON lines; see `transfer.py`."""
         from .ops import transfer
 
-        return transfer.export_records(self.engine, namespace)
+        return transfer.export_records(self.backend, namespace)
 
     def import_records(self, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:
         """Upsert the lines of an export; `dry_run` only counts what would change."""
         from .ops import transfer
 
-        return transfer.import_records(self.engine, self.a2e, lines, dry_run)
+        return transfer.import_records(self.backend, self.a2e, lines, dry_run)
 
     def stats(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        from .backends.files import maintenance
-
-        return maintenance.stats(self.engine, namespace)
+        return self.backend.stats(namespace)
 
     def namespaces(self) -> list[dict[str, Any]]:
-        from .backends.files import maintenance
-
-        return maintenance.namespaces(self.engine)
+        totals: dict[str, dict[str, Any]] = {}
+        for row in self.backend.stats():
+            total = totals.setdefault(row["namespace"], {"namespace": row["namespace"], "entries": 0, "bytes": 0})
+            total["entries"] += row["entries"]
+            total["bytes"] += row["bytes"]
+        return sorted(totals.values(), key=lambda r: r["namespace"])
 
     def delete_namespace(self, namespace: str) -> dict[str, Any]:
-        from .backends.files import maintenance
-
-        return maintenance.delete_namespace(self.engine, namespace)
+        return self.backend.delete_namespace(namespace)
 
     def reindex(
         self, embedder: str | None = None, progress: Callable[[int, int], None] | None = None
     ) -> dict[str, Any]:
         """Re-embed everything with `embedder` (default: the configured one) and rebuild indexes."""
-        name = embedder or self.engine.wanted_embedder or (self.engine.recorded_embedder() or {}).get("embedder")
-        from .backends.files import maintenance
-
-        return maintenance.reindex(self.engine, name or "static", progress)
+        name = embedder or self.backend.wanted_embedder or (self.backend.recorded_embedder() or {}).get("embedder")
+        return self.backend.reindex(name or "static", progress)
 
     def doctor(self, repair: bool = False) -> list[dict[str, Any]]:
-        """Problems found in the store's files (none when healthy); `repair` rebuilds indexes."""
-        from .backends.files import maintenance
-
-        return maintenance.doctor(self.engine, repair)
+        """Problems found in the store (none when healthy); `repair` fixes what it can."""
+        return self.backend.doctor(repair)
 
     def checkpoint(self, force: bool = False) -> int:
-        """Fold every shard's journals into its checkpoint (purging expired entries); returns
-        the number of shards rewritten."""
-        done = 0
-        for _, ns_folder in self.engine.namespaces():
-            for _, folder in self.engine.shard_folders(ns_folder):
-                done += self.engine.checkpoint_folder(folder, force, wait=True)
-        return done
+        """Upkeep (`mem gc`): fold journals into checkpoints, purge deleted and expired records;
+        returns the number of scopes rewritten."""
+        return self.backend.checkpoint(force)
 
     def close(self) -> None:
-        self.engine.close()
+        self.backend.close()
 
     def shutdown(self) -> None:
         """A long-lived server's clean exit: checkpoints what is worth it, then closes."""
-        self.engine.shutdown()
+        self.backend.shutdown()

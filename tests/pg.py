@@ -1,33 +1,77 @@
-"""A PostgreSQL with pgvector for the tests, so that one `pytest` does everything on a fresh machine.
+"""A PostgreSQL with pgvector for the tests, started by the tests themselves.
 
 `MEM_TEST_PG_URL` points the suite at an existing server (its role must be allowed to create
-databases); without it, `pgserver` starts a private PostgreSQL (with pgvector) in a temporary
-folder, once per session, listening on a unix socket only, and removes it at the end.
-
-Each test gets a fresh database (`pg_url`), dropped after it, so tests never see each other's
-records. A conftest uses them with `from tests.pg import pg_server, pg_url  # noqa: F401`.
+databases, and pgvector must be installed there). Without it, the PyPI package `pgserver`
+(PostgreSQL and pgvector in a wheel) starts a private server in a temporary folder, once per
+test session, on a unix socket; it stops when the session ends. Each test gets a database of its
+own (`fresh_database`, or the `pg_url` fixture, which drops it afterwards), so tests never see
+each other's records. A conftest takes the fixtures with
+`from tests.pg import pg_server, pg_url  # noqa: F401`.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
+_lock = threading.Lock()
+_server: dict[str, str] = {}
 _numbers = itertools.count(1)
 
 
+def server_url() -> str:
+    """The URL of the server's maintenance database, starting the private server if needed."""
+    with _lock:
+        if "url" not in _server:
+            _server["url"] = os.environ.get("MEM_TEST_PG_URL") or _start_private_server()
+        return _server["url"]
+
+
+def _start_private_server() -> str:
+    import pgserver
+    import psycopg
+
+    folder = tempfile.mkdtemp(prefix="mem-test-pg-")  # short: a socket's path has a length limit
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    atexit.register(shutil.rmtree, folder, True)
+    url = server.get_uri()
+    with psycopg.connect(url, autocommit=True) as conn:  # a throwaway server: no need to survive a power cut
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")  # constant names
+        conn.execute("SELECT pg_reload_conf()")
+    _server["pgdata"] = folder
+    return url
+
+
+def fresh_database(prefix: str = "mem_test") -> str:
+    """A URL to a new, empty database on the test server."""
+    import psycopg
+
+    url = server_url()
+    name = f"{prefix}_{os.getpid()}_{next(_numbers)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')  # a name made here, not from input
+    return with_database(url, name)
+
+
 def with_database(url: str, name: str) -> str:
-    """`url` naming database `name` instead of its own."""
+    """`url` pointing at database `name` (the path of a postgresql:// URL names the database)."""
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "dbname"]
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, urlencode(query, safe="/"), parts.fragment))
+
+
+def database_of(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
 
 
 def with_user(url: str, user: str, password: str | None) -> str:
@@ -39,7 +83,7 @@ def with_user(url: str, user: str, password: str | None) -> str:
 
 
 class PgServer:
-    """The server of the session: its admin URL, and (for a private pgserver) its data folder."""
+    """The server of the session: its admin URL, and (for the private server) its data folder."""
 
     def __init__(self, url: str, pgdata: Path | None) -> None:
         self.url = url
@@ -54,13 +98,13 @@ class PgServer:
         """A new empty database: (name, URL for the admin role)."""
         from psycopg import sql
 
-        name = f"mem_test_{os.getpid()}_{next(_numbers)}"
-        with self.admin() as conn:
-            statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-            if owner:
-                statement += sql.SQL(" OWNER {}").format(sql.Identifier(owner))
-            conn.execute(statement)
-        url = with_database(self.url, name)
+        url = fresh_database()
+        name = database_of(url)
+        if owner:
+            with self.admin() as conn:
+                conn.execute(
+                    sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(name), sql.Identifier(owner))
+                )
         if extension:
             import psycopg
 
@@ -75,7 +119,7 @@ class PgServer:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
     def require_passwords(self, role: str) -> bool:
-        """Make the server ask `role` for its password (pg_hba.conf of a private server; an
+        """Make the server ask `role` for its password (pg_hba.conf of the private server; an
         existing server is taken as it is). False when that cannot be arranged."""
         if self.pgdata is None:
             return False
@@ -90,30 +134,14 @@ class PgServer:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    url = os.environ.get("MEM_TEST_PG_URL", "").strip()
-    if url:
-        yield PgServer(url, None)
-        return
-    import pgserver
-
-    folder = Path(tempfile.mkdtemp(prefix="mempg-"))  # short: the socket's path has a length limit
-    server = pgserver.get_server(folder / "data", cleanup_mode="delete")
-    private = PgServer(server.get_uri(), folder / "data")
-    with private.admin() as conn:  # a throwaway server: no need to survive a power cut
-        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
-            conn.execute(f"ALTER SYSTEM SET {setting} = off")
-        conn.execute("SELECT pg_reload_conf()")
-    try:
-        yield private
-    finally:
-        server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
+def pg_server() -> PgServer:
+    url = server_url()
+    return PgServer(url, Path(_server["pgdata"]) if "pgdata" in _server else None)
 
 
 @pytest.fixture
 def pg_url(pg_server: PgServer) -> Iterator[str]:
     """The URL of a fresh database of its own for each test (dropped after it)."""
-    name, url = pg_server.create_database()
+    url = fresh_database()
     yield url
-    pg_server.drop_database(name)
+    pg_server.drop_database(database_of(url))

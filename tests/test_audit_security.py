@@ -450,7 +450,7 @@ def test_codebolt_tools_check_namespaces_like_the_entry_path(home):
     assert not (home / "system").exists()  # the reserved namespace was never written
     svc = MemoryService(home)
     try:
-        assert [name for name, _ in svc.engine.namespaces()] == ["ns"]
+        assert svc.backend.namespaces() == ["ns"]
     finally:
         svc.close()
     r = mem("set", "-n", "y" * 5000, "k", "v")

@@ -32,7 +32,6 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -240,9 +239,9 @@ class Backend(ABC):
     # -- upkeep -----------------------------------------------------------------------------------
 
     @abstractmethod
-    def export_scopes(self, namespace: str | None, now: float, damaged: list[str]) -> Iterator[tuple[Scope, list[Doc]]]:
-        """Each scope with its live records, for an export. A scope that cannot be read whole
-        gives what can be salvaged, and a line naming the damage is added to `damaged`."""
+    def export_scopes(self, namespace: str | None, now: float, damaged: list[str]) -> Iterator[tuple[dict, list[Doc]]]:
+        """(descriptor, live records) of each scope, for an export. A scope that cannot be read
+        whole gives what can be salvaged, and a line naming the damage is added to `damaged`."""
 
     @abstractmethod
     def stats(self, namespace: str | None = None) -> list[dict[str, Any]]:
@@ -270,8 +269,3 @@ class Backend(ABC):
     def shutdown(self) -> None:
         """A long-lived server's clean exit."""
         self.close()
-
-
-def home_of(backend: Backend) -> Path | None:
-    """The files backend's folder, for the few features that only exist there."""
-    return getattr(backend, "home", None)

@@ -1,8 +1,9 @@
 """The A2E memory operations: sessions, store, retrieve, forget, over the three tiers.
 
 Scopes: `working` belongs to a session, `episodic` to (namespace, agent), `semantic` to the
-namespace. Each scope is a shard; a record's id is its key in canonical form (sorted-key JSON),
-so storing an existing key in the same scope updates it, keeping `created_at`.
+namespace. Each is a scope of the backend (`backends/base.py`); a record's id is its key in
+canonical form (sorted-key JSON), so storing an existing key in the same scope updates it,
+keeping `created_at`.
 """
 
 from __future__ import annotations
@@ -16,15 +17,11 @@ import orjson
 from pydantic import ValidationError
 
 from .. import clock
-from ..backends.files.engine import SYSTEM, Engine
-from ..backends.files.search import FUSION, Candidates, Filters, search
-from ..backends.files.shard import Shard
-from ..backends.files.usage import UsageCounter
+from ..backends.base import FUSION, SYSTEM, Backend, Candidates, Filters, Scope
 from ..config import Config, Limits
 from ..embed import encode_vectors
 from ..errors import InvalidInput, MemoryFull, NotFound, Unauthorized
 from ..models import MAX_NAME, TIERS, MemoryEntry, new_id
-from ..paths import digest
 from ..redact import redact
 from ..schemas import entry_text
 
@@ -59,17 +56,16 @@ class Session:
     memory_id: str
     namespace: str
     agent: str
-    working: Shard | None = None  # None: the persisted working shard of a CLI session
+    working: Scope | None = None  # None: the persisted working tier of a CLI session
     persisted: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class A2E:
-    def __init__(self, engine: Engine, config: Config) -> None:
-        self.engine = engine
+    def __init__(self, backend: Backend, config: Config) -> None:
+        self.backend = backend
         self.config = config
         self.sessions: dict[str, Session] = {}
-        self.counter = UsageCounter(engine)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -80,13 +76,11 @@ class A2E:
         check_name(agent, "agent")
         memory_id = new_id()
         if persist:
-            registry = self._registry()
             doc = {"id": memory_id, "namespace": namespace, "agent": agent, "created_at": clock.now()}
-            with self.engine.lock(SYSTEM):
-                registry.refresh()
-                registry.append({"op": "put", "recs": [{"id": memory_id, "doc": doc}]})
+            with self.backend.lock(SYSTEM):
+                self._registry().append({"op": "put", "recs": [{"id": memory_id, "doc": doc}]})
             return Session(memory_id, namespace, agent, persisted=True)
-        session = Session(memory_id, namespace, agent, working=self.engine.memory_shard())
+        session = Session(memory_id, namespace, agent, working=self.backend.memory_scope())
         self.sessions[memory_id] = session
         return session
 
@@ -124,23 +118,18 @@ class A2E:
 
     def close_session(self, memory_id: str) -> None:
         """End a session and drop its working tier: unregister it first (every process refuses
-        it from then on), then remove the working tier's folder, holding its builder lock (no
-        checkpoint is writing in it) and the namespace lock (no write is under way)."""
-        from ..backends.files import checkpoint
-
+        it from then on), then drop its working tier."""
         session = self.session(memory_id)
         self.sessions.pop(memory_id, None)
         if not session.persisted:
             return
-        with self.engine.lock(SYSTEM):
+        with self.backend.lock(SYSTEM):
             registry = self._registry()
             registry.append({"op": "del", "ids": [memory_id]})
-        folder = self.engine.namespace_dir(session.namespace) / digest("working", memory_id)
-        with checkpoint.building(folder), self.engine.lock(session.namespace):
-            self.engine.discard(folder)
+        self.backend.drop_scope(session.namespace, "working", memory_id)
 
-    def _registry(self) -> Shard:
-        return self.engine.shard(SYSTEM, "sessions")
+    def _registry(self) -> Scope:
+        return self.backend.scope(SYSTEM, "sessions")
 
     def _tiers(self, session: Session, tier: str) -> list[str]:
         """The tiers a request covers: the given one, or every tier the session can see."""
@@ -148,27 +137,27 @@ class A2E:
             return [_known_tier(tier)]
         return list(TIERS) if session.memory_id else ["episodic", "semantic"]
 
-    def _shard(self, session: Session, tier: str) -> Shard:
+    def _shard(self, session: Session, tier: str) -> Scope:
         if tier == "working":
             if not session.memory_id:
                 raise InvalidInput(
                     "the working tier belongs to a session: start one with `mem init` and pass --session"
                 )
             if session.working is not None:
-                if session.working.dim != self.engine.dim:  # another process reindexed
+                if session.working.dim != self.backend.dim:  # another process reindexed
                     session.working = self._reembedded(session.working)
                 return session.working
-            return self.engine.shard(session.namespace, "working", session.memory_id, schema="entries")
+            return self.backend.scope(session.namespace, "working", session.memory_id, schema="entries")
         if tier == "episodic":
-            return self.engine.shard(session.namespace, "episodic", session.agent, schema="entries")
-        return self.engine.shard(session.namespace, "semantic", schema="entries")
+            return self.backend.scope(session.namespace, "episodic", session.agent, schema="entries")
+        return self.backend.scope(session.namespace, "semantic", schema="entries")
 
-    def _reembedded(self, working: Shard) -> Shard:
+    def _reembedded(self, working: Scope) -> Scope:
         """An in-memory working tier made anew with the store's current embedder."""
-        fresh = self.engine.memory_shard()
+        fresh = self.backend.memory_scope()
         docs = list(working.docs(clock.now()))
         if docs:
-            vectors = encode_vectors(self.engine.embed([entry_text(d) for d in docs]))
+            vectors = encode_vectors(self.backend.embed([entry_text(d) for d in docs]))
             recs = [{"id": d["id"], "doc": d, "vec": v} for d, v in zip(docs, vectors, strict=True)]
             fresh.append({"op": "put", "recs": recs})
         return fresh
@@ -206,18 +195,21 @@ class A2E:
                     redact(entry.source),
                 )
         texts = [entry_text({"content": e.content, "key": e.key, "tags": e.tags}) for _, e, _ in valid]
-        epoch = self.engine.epoch
+        epoch = self.backend.epoch
         encoded = self._embed(texts, progress)
         for tier in {entry.tier for _, entry, _ in valid}:  # catch up on the journals before taking the lock
             self._shard(session, tier)
-        with self.engine.lock(session.namespace):
+        with self.backend.lock(session.namespace):
             self._still_open(session)
             now = clock.now()
             shards = {tier: self._shard(session, tier) for tier in {entry.tier for _, entry, _ in valid}}
-            if self.engine.epoch != epoch:  # another process reindexed to another embedder
-                encoded = encode_vectors(self.engine.embed(texts))
+            if self.backend.epoch != epoch:  # another process reindexed to another embedder
+                encoded = encode_vectors(self.backend.embed(texts))
+            olds = {
+                tier: shard.get_many([r for _, e, r in valid if e.tier == tier], now) for tier, shard in shards.items()
+            }
             puts = [
-                (i, entry, self._put_rec(shards[entry.tier], entry, rid, vec, now, keep_timestamps))
+                (i, entry, self._put_rec(olds[entry.tier].get(rid), entry, rid, vec, now, keep_timestamps))
                 for (i, entry, rid), vec in zip(valid, encoded, strict=True)
             ]
             fitting, full, no_room = self._fit(session, puts, limits, now, partial)
@@ -228,7 +220,7 @@ class A2E:
                 for start in range(0, len(recs), JOURNAL_BATCH):  # bounded journal lines, even in bulk
                     shard.append({"op": "put", "recs": recs[start : start + JOURNAL_BATCH]})
         for shard in shards.values():
-            self.engine.after_write(shard)
+            self.backend.after_write(shard)
         stored = [entry.key for _, entry, _ in fitting]
         return self._store_result(stored, problems + refused + full, warnings)
 
@@ -253,10 +245,10 @@ class A2E:
 
     def _embed(self, texts: list[str], progress: Progress | None) -> list[str]:
         if progress is None:
-            return encode_vectors(self.engine.embed(texts))
+            return encode_vectors(self.backend.embed(texts))
         encoded: list[str] = []
         for start in range(0, len(texts), EMBED_BATCH):
-            encoded += encode_vectors(self.engine.embed(texts[start : start + EMBED_BATCH]))
+            encoded += encode_vectors(self.backend.embed(texts[start : start + EMBED_BATCH]))
             progress(len(encoded), len(texts))
         return encoded
 
@@ -300,11 +292,11 @@ class A2E:
             return [item for item in valid if item[1].tier != "semantic"], refused, exc
         return valid, [], None
 
+    @staticmethod
     def _put_rec(
-        self, shard: Shard, entry: MemoryEntry, rid: str, vec: str, now: float, keep: bool
+        old: dict | None, entry: MemoryEntry, rid: str, vec: str, now: float, keep: bool
     ) -> tuple[dict, int, int]:
-        """The journal record for one entry, and how many entries and bytes it adds to the shard."""
-        old = shard.get(rid, now)
+        """The record for one entry replacing `old`, and how many entries and bytes it adds."""
         created = entry.created_at if keep and entry.created_at else (old["created_at"] if old else now)
         updated = entry.updated_at if keep and entry.updated_at else now
         doc = {
@@ -366,13 +358,12 @@ class A2E:
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
         """Live records and bytes of a namespace: every tier and every codebolt collection, plus
         this process's working tiers (see `usage.py`)."""
-        working = [s.working for s in self.sessions.values() if s.namespace == namespace and s.working]
-        return self.counter.count(namespace, now, working)
-
-    def _entry_folders(self, folder: Any) -> list[tuple[dict, Any]]:
-        if not folder.exists():
-            return []
-        return [(d, f) for d, f in self.engine.shard_folders(folder) if d.get("schema") == "entries"]
+        count, size = self.backend.usage(namespace, now)
+        for session in self.sessions.values():
+            if session.namespace == namespace and session.working is not None:
+                c, b = session.working.usage(now)
+                count, size = count + c, size + b
+        return count, size
 
     def _check_semantic_writer(self, session: Session, limits: Limits) -> None:
         if limits.semantic_writers is not None and session.agent not in limits.semantic_writers:
@@ -401,10 +392,10 @@ class A2E:
         now = clock.now()
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
         shards = [self._shard(session, name) for name in self._tiers(session, tier)]
-        qvec = self.engine.embed([query])[0] if query else None  # after the shards: same embedder
+        qvec = self.backend.embed([query])[0] if query else None  # after the shards: same embedder
         parts: list[Candidates] = []
         for shard in shards:
-            parts += search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
+            parts += shard.search(now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         found = _rank(parts, limit, min_score, applied if explain else None)
         return {**found, "warnings": warnings} if warnings else found
@@ -424,16 +415,15 @@ class A2E:
         check_name(namespace, "namespace")
         if tier not in ("", "semantic", "episodic"):
             raise InvalidInput("tier must be semantic, episodic or empty")
-        shards = [self.engine.shard(namespace, "semantic", schema="entries")] if tier != "episodic" else []
+        shards = [self.backend.scope(namespace, "semantic", schema="entries")] if tier != "episodic" else []
         if tier != "semantic":
-            folder = self.engine.namespace_dir(namespace)
-            for descriptor, path in self._entry_folders(folder):
-                if descriptor.get("kind") == "episodic" and agent in (None, *descriptor.get("scope", [])):
-                    shards.append(self.engine.open_folder(path))
+            for scope in self.backend.scopes(namespace):
+                if scope.kind == "episodic" and agent in (None, *scope.descriptor.get("scope", [])):
+                    shards.append(scope)
         now, filters = clock.now(), Filters(tuple(tags))
-        qvec = self.engine.embed([query])[0] if query else None
+        qvec = self.backend.embed([query])[0] if query else None
         parts = [
-            p for shard in shards for p in search(shard, now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
+            p for shard in shards for p in shard.search(now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
         ]
         return _rank(parts, limit, min_score)["entries"]
 
@@ -455,14 +445,14 @@ class A2E:
         if tier == "semantic":
             self._check_semantic_writer(session, self.config.for_namespace(session.namespace))
         filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
-        with self.engine.lock(session.namespace):
+        with self.backend.lock(session.namespace):
             self._still_open(session)
             shard = self._shard(session, tier)
             now = clock.now()
-            doomed = [c.doc(i)["id"] for c in search(shard, now, filters) for i in range(len(c.rows))]
+            doomed = [c.doc(i)["id"] for c in shard.search(now, filters) for i in range(len(c.rows))]
             if doomed:
-                shard.append({"op": "del", "ids": doomed})  # and asks for a purge (see engine.py)
-        self.engine.after_write(shard)
+                shard.append({"op": "del", "ids": doomed})  # and asks for a purge (see the backend)
+        self.backend.after_write(shard)
         return len(doomed)
 
 

@@ -58,12 +58,12 @@ def public(doc: Doc) -> Doc:
 
 
 class DocumentTools:
-    """Mixed into `MemoryService`; `self.engine` is the store."""
+    """Mixed into `MemoryService`; `self.backend` is the store."""
 
-    engine: Any
+    backend: Any
 
     def _kind(self, kind: str, namespace: str) -> Collection:
-        return Collection(self.engine, namespace, kind)
+        return Collection(self.backend, namespace, kind)
 
     # -- key-value --------------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ class DocumentTools:
             raise InvalidInput("key must be 1 to 1024 characters without NUL")
         kv = self._kind("kv", namespace)
         now = iso(clock.now())
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             old = kv.get(key)
             doc = {
                 "id": key,

@@ -34,15 +34,15 @@ EVENT_FIELDS = ("event_type", "emitting_agent_id", "team_id", "tags", "payload")
 
 
 class EpisodeTools:
-    """Mixed into `MemoryService`; `self.engine` is the store."""
+    """Mixed into `MemoryService`; `self.backend` is the store."""
 
-    engine: Any
+    backend: Any
 
     def _episodes(self, namespace: str) -> Collection:
-        return Collection(self.engine, namespace, "episodes")
+        return Collection(self.backend, namespace, "episodes")
 
     def _events(self, namespace: str, memory_id: str) -> Collection:
-        return Collection(self.engine, namespace, "events", memory_id)
+        return Collection(self.backend, namespace, "events", memory_id)
 
     def episodic_memory_create(self, title: str, swarm_id: str | None = None, namespace: str = "default") -> Doc:
         """Create an episodic memory (a container of events) titled `title`."""
@@ -132,7 +132,7 @@ class EpisodeTools:
             return {**old, "archived": True, "archived_at": now, "updated_at": now}
 
         episodes = self._episodes(namespace)
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             doc = episodes.require(memory_id, "episodic memory")
             if not doc["archived"]:  # archiving again writes nothing: `archived_at` stays the first
                 doc = episodes.update(memory_id, "episodic memory", archive)
@@ -146,7 +146,7 @@ class EpisodeTools:
             return {**kept, "archived": False, "updated_at": iso(clock.now())}
 
         episodes = self._episodes(namespace)
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             doc = episodes.require(memory_id, "episodic memory")
             if doc["archived"]:
                 doc = episodes.update(memory_id, "episodic memory", unarchive)
@@ -157,7 +157,7 @@ class EpisodeTools:
         The events go first, so that a delete cut short leaves the memory there to delete again
         rather than events nobody can reach."""
         episodes = self._episodes(namespace)
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             episodes.require(memory_id, "episodic memory")
             events = self._events(namespace, memory_id)
             removed = events.delete_many([e["id"] for e in events.all()])

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .. import clock
-from ..backends.files.search import Filters, search
+from ..backends.base import Filters
 from ..errors import InvalidInput, NotFound, refuse_unknown
 from ..ndjson import objects
 from .documents import MAX_LIMIT, page
@@ -32,20 +32,20 @@ def relation_id(rel: Doc) -> str:
 
 
 class GraphTools:
-    """Mixed into `MemoryService`; `self.engine` is the store."""
+    """Mixed into `MemoryService`; `self.backend` is the store."""
 
-    engine: Any
+    backend: Any
 
     def _entities(self, namespace: str) -> Collection:
-        return Collection(self.engine, namespace, "kg_entities", schema="entities")
+        return Collection(self.backend, namespace, "kg_entities", schema="entities")
 
     def _relations(self, namespace: str) -> Collection:
-        return Collection(self.engine, namespace, "kg_relations")
+        return Collection(self.backend, namespace, "kg_relations")
 
     def kg_create_entities(self, entities: list[Any], namespace: str = "default") -> list[Doc]:
         """Create entities; those whose name exists already are left alone. Returns the new ones."""
         store = self._entities(namespace)
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             fresh = {e["name"]: e for e in map(_entity, _list(entities, "entities")) if store.get(e["name"]) is None}
             if fresh:
                 store.put(*({"id": name, **e} for name, e in fresh.items()))
@@ -57,7 +57,7 @@ class GraphTools:
         """Create relations between existing entities; existing relations are left alone. A
         relation to an unknown entity is an error, or skipped with `skip_dangling`."""
         entities, store = self._entities(namespace), self._relations(namespace)
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             fresh: dict[str, Doc] = {}
             for rel in map(_relation, _list(relations, "relations")):
                 missing = [end for end in (rel["from"], rel["to"]) if entities.get(end) is None]
@@ -76,7 +76,7 @@ class GraphTools:
         store = self._entities(namespace)
         added = []
         items = [_object(i, ("entityName", "contents"), "observation") for i in _list(observations, "observations")]
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             for item in items:
                 name, contents = _field(item, "entityName"), _strings(item.get("contents"), "contents")
                 old = store.require(name, "entity")
@@ -88,7 +88,7 @@ class GraphTools:
     def kg_delete_entities(self, entity_names: list[str], namespace: str = "default") -> dict[str, int]:
         """Delete entities and every relation that touches them."""
         names = set(_strings(entity_names, "entityNames"))
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             deleted = self._entities(namespace).delete_many(sorted(names))
             relations = self._relations(namespace)
             touching = [r["id"] for r in relations.all() if r["from"] in names or r["to"] in names]
@@ -99,7 +99,7 @@ class GraphTools:
         store = self._entities(namespace)
         done = []
         items = [_object(i, ("entityName", "observations"), "deletion") for i in _list(deletions, "deletions")]
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             for item in items:
                 name, gone = _field(item, "entityName"), set(_strings(item.get("observations"), "observations"))
                 old = store.require(name, "entity")
@@ -150,7 +150,7 @@ class GraphTools:
     def _ranked_entities(self, query: str, limit: int, namespace: str) -> list[Doc]:
         """Substring matches first, then entities sharing a word or close in meaning."""
         shard = self._entities(namespace).shard
-        parts = search(shard, clock.now(), Filters(), self.engine.embed([query])[0], query, k=limit, exhaustive=True)
+        parts = shard.search(clock.now(), Filters(), self.backend.embed([query])[0], query, k=limit, exhaustive=True)
         needle, scored = query.lower(), []
         for p in parts:
             assert p.vector is not None and p.lexical is not None

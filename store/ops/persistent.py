@@ -105,12 +105,12 @@ def _validated(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 class PersistentTools:
-    """Mixed into `MemoryService`; `self.engine` is the store."""
+    """Mixed into `MemoryService`; `self.backend` is the store."""
 
-    engine: Any
+    backend: Any
 
     def _configs(self, namespace: str) -> Collection:
-        return Collection(self.engine, namespace, "persistent")
+        return Collection(self.backend, namespace, "persistent")
 
     def persistent_memory_create(
         self,
@@ -135,7 +135,7 @@ class PersistentTools:
         doc = _validated({k: v for k, v in fields.items() if v is not None})  # missing: "Field required"
         self._check_source(doc["retrieval"], namespace)
         configs = self._configs(namespace)
-        with self.engine.lock(namespace):
+        with self.backend.lock(namespace):
             if configs.get(doc["id"]) is not None:
                 raise Conflict(f"a persistent memory with id {doc['id']!r} exists already")
             now = iso(clock.now())
@@ -243,14 +243,14 @@ class PersistentTools:
         tried = [(namespace, source_id)]
         if "/" in source_id:
             named, memory_id = source_id.rsplit("/", 1)
-            if any(ns == named for ns, _ in self.engine.namespaces()):
+            if named in self.backend.namespaces():
                 tried.append((named, memory_id))
         for ns, memory_id in tried:
             if self._episodes(ns).get(memory_id) is not None:  # type: ignore[attr-defined]
                 return ns, memory_id
         holders = [
             ns
-            for ns, _ in self.engine.namespaces()
+            for ns in self.backend.namespaces()
             if ns != namespace and self._episodes(ns).get(source_id) is not None  # type: ignore[attr-defined]
         ]
         if len(holders) == 1:
@@ -281,7 +281,7 @@ class PersistentTools:
     def _from_kv(self, retrieval: Doc, text: str, namespace: str) -> tuple[list[Doc], Any]:
         wanted = set(terms(text))
         scored = []
-        for doc in Collection(self.engine, retrieval["source_id"], "kv").all():
+        for doc in Collection(self.backend, retrieval["source_id"], "kv").all():
             hits = len(wanted & set(terms(f"{doc['key']} {flatten_text(doc['value'], keys=True)}")))
             if hits or not wanted:
                 scored.append((hits, doc["updated_at"], doc))

@@ -2,7 +2,7 @@
 
 The codebolt tools (key-value, JSON, todo, markdown, episodic memories and their events,
 persistent memories) and the knowledge graph all keep their records in collections; each is one
-shard, so writes are journalled, checkpointed and safe across processes like A2E entries.
+scope of the backend, so writes are as safe across processes as A2E entries.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any
 import orjson
 
 from .. import clock
-from ..backends.files.engine import Engine
-from ..backends.files.shard import Shard
+from ..backends.base import Backend, Scope
 from ..embed import encode_vectors
 from ..errors import InvalidInput, NotFound
 from ..redact import redact
@@ -27,22 +26,22 @@ KEPT = {"id", "key", "name", "from", "to", "memoryId", "created_at", "updated_at
 
 
 class Collection:
-    def __init__(self, engine: Engine, namespace: str, kind: str, *scope: str, schema: str = "records") -> None:
+    def __init__(self, backend: Backend, namespace: str, kind: str, *scope: str, schema: str = "records") -> None:
         check_name(namespace, "namespace")  # the rule of A2E namespaces: no NUL (so no system namespace), <= 1024
-        self.engine = engine
+        self.backend = backend
         self.namespace = namespace
         self.kind = kind
         self.scope = scope
         self.schema = SCHEMAS[schema]
 
     @property
-    def shard(self) -> Shard:
-        """The collection's shard, brought up to date."""
-        return self.engine.shard(self.namespace, self.kind, *self.scope, schema=self.schema.name)
+    def shard(self) -> Scope:
+        """The collection's scope, brought up to date."""
+        return self.backend.scope(self.namespace, self.kind, *self.scope, schema=self.schema.name)
 
     def catch_up(self) -> None:
-        """Read the journals before taking the lock, so that the lock is held briefly."""
-        self.engine.shard(self.namespace, self.kind, *self.scope, schema=self.schema.name)
+        """Bring the scope up to date before taking the lock, so that the lock is held briefly."""
+        self.backend.scope(self.namespace, self.kind, *self.scope, schema=self.schema.name)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -67,87 +66,81 @@ class Collection:
 
     def put(self, *docs: Doc) -> None:
         """Create or replace records (each doc carries its "id")."""
-        epoch = self.engine.epoch
+        epoch = self.backend.epoch
         recs = self._recs(docs)
         self.catch_up()
-        with self.engine.lock(self.namespace):
+        with self.backend.lock(self.namespace):
             shard = self.shard
-            if self.engine.epoch != epoch:  # another process reindexed to another embedder
+            if self.backend.epoch != epoch:  # another process reindexed to another embedder
                 recs = self._recs(docs)
             self._check_room(shard, recs)
             shard.append({"op": "put", "recs": recs})
-            self._written(shard)
-        self.engine.after_write(shard)
+        self.backend.after_write(shard)
 
     def update(self, rid: str, what: str, change: Callable[[Doc], Doc]) -> Doc:
         """Replace record `rid` by `change(old)`, atomically; `memory_not_found` if it is absent."""
         self.catch_up()
-        with self.engine.lock(self.namespace):
+        with self.backend.lock(self.namespace):
             new = change(self.require(rid, what))
             shard = self.shard
             recs = self._recs([new])
             self._check_room(shard, recs)
             shard.append({"op": "put", "recs": recs})
-            self._written(shard)
-        self.engine.after_write(shard)
+        self.backend.after_write(shard)
         return new
 
     def _size_limit(self) -> int:
         """The largest record the namespace takes: its `max_entry_bytes`, as for A2E entries (a
         whole record counts, its metadata included: an entity grown by observations too)."""
-        if self.engine.record_limit is None:
+        if self.backend.record_limit is None:
             return MAX_RECORD_BYTES
-        return min(MAX_RECORD_BYTES, self.engine.record_limit(self.namespace))
+        return min(MAX_RECORD_BYTES, self.backend.record_limit(self.namespace))
 
-    def _written(self, shard: Shard) -> None:
-        if shard.folder is not None:
-            self.engine.written.add(shard.folder)
-
-    def _check_room(self, shard: Shard, recs: list[Doc]) -> None:
+    def _check_room(self, shard: Scope, recs: list[Doc]) -> None:
         """`memory_full` if the namespace cannot take `recs` (new records, or records growing)."""
-        if self.engine.check_room is None:
+        if self.backend.check_room is None:
             return
         now, added, grown = clock.now(), 0, 0
-        for rec in {r["id"]: r for r in recs}.values():
-            old = shard.get(rec["id"], now)
+        unique = {r["id"]: r for r in recs}
+        olds = shard.get_many(list(unique), now)
+        for rec in unique.values():
+            old = olds.get(rec["id"])
             added += old is None
             grown += rec["size"] - (len(orjson.dumps(old)) if old is not None else 0)
-        self.engine.check_room(self.namespace, added, grown)
+        self.backend.check_room(self.namespace, added, grown)
 
     def delete(self, rid: str, what: str) -> Doc:
         """Delete record `rid`; `memory_not_found` if it is absent."""
-        with self.engine.lock(self.namespace):
+        with self.backend.lock(self.namespace):
             old = self.require(rid, what)
             shard = self.shard
-            shard.append({"op": "del", "ids": [rid]})  # and asks for a purge (see engine.py)
-            self._written(shard)
-        self.engine.after_write(shard)
+            shard.append({"op": "del", "ids": [rid]})  # and asks for a purge (see the backend)
+        self.backend.after_write(shard)
         return old
 
     def delete_many(self, rids: list[str]) -> int:
         """Delete whichever of `rids` exist; returns how many did."""
-        with self.engine.lock(self.namespace):
+        with self.backend.lock(self.namespace):
             shard = self.shard
             now = clock.now()
-            present = [rid for rid in dict.fromkeys(rids) if shard.get(rid, now) is not None]
+            present = list(shard.get_many(list(dict.fromkeys(rids)), now))
             if present:
                 shard.append({"op": "del", "ids": present})
-                self._written(shard)
-        self.engine.after_write(shard)
+        self.backend.after_write(shard)
         return len(present)
 
     def _recs(self, docs: Any) -> list[Doc]:
         recs = []
         limit = self._size_limit()
         for doc in docs:
-            if self.engine.redact:  # before anything is stored or embedded; ids and keys are kept
+            if self.backend.redact:  # before anything is stored or embedded; ids and keys are kept
                 doc = {k: v if k in KEPT else redact(v) for k, v in doc.items()}
             size = serialised_size(doc)
             if size > limit:
                 raise InvalidInput(f"record is {size} bytes, over the {limit}-byte limit (max_entry_bytes)")
             recs.append({"id": doc["id"], "doc": doc, "size": size})
         if self.schema.indexed and recs:
-            vectors = encode_vectors(self.engine.embed([self.schema.text(r["doc"]) for r in recs]))
+            vectors = encode_vectors(self.backend.embed([self.schema.text(r["doc"]) for r in recs]))
             for rec, vec in zip(recs, vectors, strict=True):
                 rec["vec"] = vec
         return recs

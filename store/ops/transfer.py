@@ -20,15 +20,12 @@ and then exits 1 with the message: a partial dump is never mistaken for a comple
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .. import clock
-from ..backends.files.engine import Engine
-from ..backends.files.salvage import salvage_shard
-from ..backends.files.segment import expiry
+from ..backends.base import SYSTEM, Backend
 from ..errors import Damaged, InvalidInput
 from ..kinds import A2E_TIERS, schema_of
 from ..ndjson import objects
@@ -38,20 +35,15 @@ from .records import Collection, serialised_size
 Record = dict[str, Any]
 
 
-def export_records(engine: Engine, namespace: str | None = None) -> Iterator[bytes]:
+def export_records(backend: Backend, namespace: str | None = None) -> Iterator[bytes]:
     """The dump's lines (without newlines), in their stable order."""
     records = []
     damaged: list[str] = []
-    now = clock.now()
-    for name, folder in engine.namespaces():
-        if namespace is not None and name != namespace:
+    for descriptor, docs in backend.export_scopes(namespace, clock.now(), damaged):
+        name, kind, names = descriptor.get("namespace", SYSTEM), descriptor["kind"], descriptor.get("scope", [])
+        if kind == "working":
             continue
-        for descriptor, shard_folder in engine.shard_folders(folder):
-            kind, scope = descriptor["kind"], descriptor.get("scope", [])
-            if kind == "working":
-                continue
-            for doc in _readable_docs(engine, shard_folder, now, damaged):
-                records.append({"namespace": name, "kind": kind, "scope": scope, "id": doc["id"], "doc": doc})
+        records += [{"namespace": name, "kind": kind, "scope": names, "id": doc["id"], "doc": doc} for doc in docs]
     records.sort(key=lambda r: (r["namespace"], r["kind"], r["scope"], r["id"]))
     for record in records:
         yield orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
@@ -60,21 +52,7 @@ def export_records(engine: Engine, namespace: str | None = None) -> Iterator[byt
         raise Damaged(f"the store is damaged: {'; '.join(problems)}; run `mem doctor`", {"damaged": problems})
 
 
-def _readable_docs(engine: Engine, folder: Path, now: float, damaged: list[str]) -> list[Record]:
-    """The shard's live records; for a damaged shard, those that can still be read (its
-    problem is added to `damaged`)."""
-    try:
-        return list(engine.open_folder(folder).docs(now))
-    except Damaged as exc:
-        saved = salvage_shard(folder)
-        damaged.append(f"{exc.detail.get('file')} ({exc.detail.get('why', 'unreadable')})")
-        if saved.lost is None or saved.lost or saved.bad_lines:
-            lost = "an unknown number of" if saved.lost is None else saved.lost
-            damaged.append(f"{folder}: {lost} records and {saved.bad_lines} journal lines could not be read")
-        return [doc for doc in saved.docs.values() if expiry(doc) > now]
-
-
-def import_records(engine: Engine, a2e: A2E, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:
+def import_records(backend: Backend, a2e: A2E, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:
     """Upsert every record; counts of new, changed and unchanged ones (nothing written if dry)."""
     counts = {"new": 0, "changed": 0, "unchanged": 0}
     groups: dict[tuple[str, str, tuple[str, ...]], list[Record]] = {}
@@ -82,7 +60,7 @@ def import_records(engine: Engine, a2e: A2E, lines: Iterable[bytes | str], dry_r
         key = (record["namespace"], record["kind"], tuple(record["scope"]))
         groups.setdefault(key, []).append(record["doc"])
     for (namespace, kind, scope), docs in groups.items():
-        collection = Collection(engine, namespace, kind, *scope, schema=schema_of(kind))
+        collection = Collection(backend, namespace, kind, *scope, schema=schema_of(kind))
         for doc in docs:
             old = collection.get(doc["id"])
             counts["new" if old is None else "changed" if old != doc else "unchanged"] += 1

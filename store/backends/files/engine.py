@@ -28,24 +28,24 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import orjson
 
 from ... import clock
 from ...config import env_choice
-from ...embed import DEFAULT, Embedder, check_embedder_name, get_embedder
-from ...errors import Damaged, InvalidInput, StoreMismatch, Unauthorized
+from ...embed import Embedder
+from ...errors import Damaged, InvalidInput, Unauthorized
 from ...log import logger
 from ...paths import digest, ensure_dir, write_atomic
 from ...schemas import SCHEMAS
+from ..base import SYSTEM, Backend, Doc, Progress, Scope
 from .integrity import read_sealed, seal
 from .locking import FileLock
 from .shard import DESCRIPTOR, Shard, recorded_descriptor
 
-SYSTEM = "\x00system"  # a namespace name no user can pass (NUL is refused in names)
 FORMAT = 2  # 2: journal lines, descriptors and checkpoint files carry checksums (format 1 still read)
 NAMESPACE = "namespace.json"
 MAX_NAME = 1024  # as models.MAX_NAME (not imported: pydantic is slow to load)
@@ -54,54 +54,22 @@ PURGE = "purge.wanted"  # in a shard: deleted or expired records wait for a chec
 PURGE_STALE = 60.0  # seconds after which a purge asked for and not done is asked for again
 
 
-class Engine:
+class Engine(Backend):
     def __init__(self, home: Path, embedder: str | None = None, checkpoints: str | None = None) -> None:
+        super().__init__(embedder or os.environ.get("MEM_EMBEDDER"))
         self.home = home
-        self.wanted_embedder = embedder or os.environ.get("MEM_EMBEDDER") or None
-        if self.wanted_embedder:
-            check_embedder_name(self.wanted_embedder)
+        self.url = str(home)
         self.checkpoints = checkpoints or env_choice("MEM_CHECKPOINTS", CHECKPOINT_MODES, "background")
         self._shards: dict[Path, Shard] = {}
         self._locks: dict[Path, FileLock] = {}
-        self._embedder: Embedder | None = None
         self._recorded: dict | None = None
         self._descriptors: dict[Path, dict] = {}
         self._stamp: tuple[int, int, int] | None = None  # identity of the store.json read
         self._deferred: set[Path] = set()  # inline purges asked for while a lock was held
-        self.epoch = 0  # how many times another process's reindex changed the embedder under us
-        self.redact = False  # mask secret-shaped strings in records (set from the config)
-        self.read_only = False  # `serve-mcp --read-only`: create and change no file at all
-        # (namespace, records added, bytes grown) -> raises memory_full; set by MemoryService
-        self.check_room: Callable[[str, int, int], None] | None = None
-        # namespace -> the largest record it takes (`max_entry_bytes`); set by MemoryService
-        self.record_limit: Callable[[str], int] | None = None
+        self._counter: Any = None  # the namespaces' usage (see `usage.py`), made when first needed
         self.written: set[Path] = set()  # shard folders of records written since the limits looked
 
     # -- embedder ---------------------------------------------------------------------------
-
-    @property
-    def embedder(self) -> Embedder:
-        """The store's embedder; a store made with another one must be reindexed first."""
-        if self._embedder is None:
-            recorded = self.recorded_embedder()
-            name = self.wanted_embedder or (recorded or {}).get("embedder") or DEFAULT
-            if recorded and recorded.get("embedder") != name:
-                raise StoreMismatch(
-                    f"this store's vectors were made by the {recorded['embedder']!r} embedder, not {name!r}: "
-                    f"run `mem reindex --embedder {name}` to rebuild them",
-                    {"recorded": recorded, "wanted": name},
-                )
-            self._embedder = get_embedder(name)
-        return self._embedder
-
-    @property
-    def dim(self) -> int:
-        """The vectors' dimension, without loading the model when the store has it on record."""
-        recorded = self.recorded_embedder()
-        wanted = self.wanted_embedder
-        if recorded and (wanted is None or wanted == recorded.get("embedder")):
-            return int(recorded["dim"])
-        return self.embedder.dim
 
     def recorded_embedder(self) -> dict | None:
         """The embedder the store's vectors were made with (store.json), read once; `Damaged`
@@ -148,12 +116,6 @@ class Engine:
             # closed when they are collected.
             self._shards.clear()
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        embedder = self.embedder
-        if self.recorded_embedder() is None and not self.read_only:
-            self.record_embedder(embedder)
-        return embedder.embed(texts)
-
     # -- layout -----------------------------------------------------------------------------
 
     def namespace_dir(self, namespace: str) -> Path:
@@ -188,20 +150,45 @@ class Engine:
         shard = self._shards.get(folder)
         if shard is None:
             dim = self.dim if SCHEMAS[schema].indexed else 0
-            descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope)}
+            descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope), "schema": schema}
             shard = self._shards[folder] = Shard(folder, SCHEMAS[schema], dim, descriptor)
             shard.on_create = lambda: self._name_namespace(namespace)
             shard.on_delete = lambda: self.ask_purge(shard)
+            shard.on_append = lambda: self.written.add(folder)
         shard.refresh()
         self._purge_if_expired(shard)
         return shard
 
-    def memory_shard(self, schema: str = "entries") -> Shard:
-        """A shard that lives only in this process (a stdio session's working tier)."""
-        dim = self.embedder.dim if SCHEMAS[schema].indexed else 0
-        return Shard(None, SCHEMAS[schema], dim)
+    def namespaces(self) -> list[str]:
+        return [name for name, _ in self.namespace_folders()]
 
-    def namespaces(self) -> list[tuple[str, Path]]:
+    def scope(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Shard:
+        return self.shard(namespace, kind, *scope, schema=schema)
+
+    def scopes(self, namespace: str) -> list[Scope]:
+        folder = self.namespace_dir(namespace)
+        if not folder.exists():
+            return []
+        return [self.open_folder(path) for _, path in self.shard_folders(folder)]
+
+    def usage(self, namespace: str, now: float) -> tuple[int, int]:
+        if self._counter is None:
+            from .usage import UsageCounter
+
+            self._counter = UsageCounter(self)
+        return self._counter.count(namespace, now)
+
+    def drop_scope(self, namespace: str, kind: str, *scope: str) -> None:
+        """Remove the scope's folder, holding its builder lock (no checkpoint is writing in it)
+        and the namespace lock (no write is under way)."""
+        from . import checkpoint
+
+        folder = self.namespace_dir(namespace) / digest(kind, *scope)
+        with checkpoint.building(folder), self.lock(namespace):
+            self.discard(folder)
+        self._shards.pop(folder, None)
+
+    def namespace_folders(self) -> list[tuple[str, Path]]:
         """(name, folder) of every namespace on disk. A namespace whose `namespace.json` is lost
         or damaged is named by its shards' descriptors (which hold the name too), with a warning."""
         found = []
@@ -271,6 +258,7 @@ class Engine:
         dim = self.dim if schema.indexed else 0
         shard = Shard(folder, schema, dim, descriptor)
         shard.on_delete = lambda: self.ask_purge(shard)
+        shard.on_append = lambda: self.written.add(folder)
         return shard
 
     def discard(self, path: Path) -> None:
@@ -291,10 +279,12 @@ class Engine:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    def after_write(self, shard: Shard, share: float = 1.0) -> None:
+    def after_write(self, scope: Scope, share: float = 1.0) -> None:
         """Start a checkpoint if the shard's journals are due one (the caller holds no lock)."""
         from . import checkpoint
 
+        assert isinstance(scope, Shard)
+        shard = scope
         if self._deferred and not any(lock.held() for lock in self._locks.values()):
             for folder in list(self._deferred):  # a purge waits for the builder lock: never under a lock
                 self._deferred.discard(folder)
@@ -361,6 +351,45 @@ class Engine:
             ):
                 break
             done += 1
+        return done
+
+    # -- upkeep (the seam's; see `maintenance.py`) ------------------------------------------
+
+    def export_scopes(self, namespace: str | None, now: float, damaged: list[str]) -> Iterator[tuple[dict, list[Doc]]]:
+        from .maintenance import readable_docs
+
+        for name, folder in self.namespace_folders():
+            if namespace is None or name == namespace:
+                for descriptor, shard_folder in self.shard_folders(folder):
+                    yield {"namespace": name, **descriptor}, readable_docs(self, shard_folder, now, damaged)
+
+    def stats(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        from . import maintenance
+
+        return maintenance.stats(self, namespace)
+
+    def delete_namespace(self, namespace: str) -> dict[str, Any]:
+        from . import maintenance
+
+        return maintenance.delete_namespace(self, namespace)
+
+    def reindex(self, embedder: str, progress: Progress | None = None) -> dict[str, Any]:
+        from . import maintenance
+
+        return maintenance.reindex(self, embedder, progress)
+
+    def doctor(self, repair: bool = False) -> list[dict[str, Any]]:
+        from . import maintenance
+
+        return maintenance.doctor(self, repair)
+
+    def checkpoint(self, force: bool = False) -> int:
+        """Fold every shard's journals into its checkpoint (purging expired entries); returns
+        the number of shards rewritten."""
+        done = 0
+        for _, ns_folder in self.namespace_folders():
+            for _, folder in self.shard_folders(ns_folder):
+                done += self.checkpoint_folder(folder, force, wait=True)
         return done
 
     def shutdown(self) -> None:

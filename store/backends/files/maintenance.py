@@ -41,10 +41,24 @@ Progress = Callable[[int, int], None]
 
 
 def _shards(engine: Engine, namespace: str | None = None) -> Iterator[tuple[str, dict, Path]]:
-    for name, folder in engine.namespaces():
+    for name, folder in engine.namespace_folders():
         if namespace is None or name == namespace:
             for descriptor, shard_folder in engine.shard_folders(folder):
                 yield name, descriptor, shard_folder
+
+
+def readable_docs(engine: Engine, folder: Path, now: float, damaged: list[str]) -> list[dict[str, Any]]:
+    """The shard's live records; for a damaged shard, those that can still be read (its
+    problem is added to `damaged`)."""
+    try:
+        return list(engine.open_folder(folder).docs(now))
+    except Damaged as exc:
+        saved = salvage_shard(folder)
+        damaged.append(f"{exc.detail.get('file')} ({exc.detail.get('why', 'unreadable')})")
+        if saved.lost is None or saved.lost or saved.bad_lines:
+            lost = "an unknown number of" if saved.lost is None else saved.lost
+            damaged.append(f"{folder}: {lost} records and {saved.bad_lines} journal lines could not be read")
+        return [doc for doc in saved.docs.values() if expiry(doc) > now]
 
 
 def stats(engine: Engine, namespace: str | None = None) -> list[dict[str, Any]]:
@@ -63,15 +77,6 @@ def stats(engine: Engine, namespace: str | None = None) -> list[dict[str, Any]]:
             "indexed": shard.seg.n if shard.seg else 0, "pending": len(shard.mem),
         })  # fmt: skip
     return rows
-
-
-def namespaces(engine: Engine) -> list[dict[str, Any]]:
-    totals: dict[str, dict[str, Any]] = {}
-    for row in stats(engine):
-        total = totals.setdefault(row["namespace"], {"namespace": row["namespace"], "entries": 0, "bytes": 0})
-        total["entries"] += row["entries"]
-        total["bytes"] += row["bytes"]
-    return sorted(totals.values(), key=lambda r: r["namespace"])
 
 
 def delete_namespace(engine: Engine, namespace: str) -> dict[str, Any]:
@@ -114,7 +119,7 @@ def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict
     engine.close()
     engine.record_embedder(embedder)
     engine._embedder = embedder
-    for namespace, _ in engine.namespaces():  # wait for the writes under way, made with the old one
+    for namespace, _ in engine.namespace_folders():  # wait for the writes under way, made with the old one
         with engine.lock(namespace):
             pass
     targets = [(ns, d, f) for ns, d, f in _shards(engine) if d.get("schema") in ("entries", "entities")]

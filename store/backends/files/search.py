@@ -18,59 +18,36 @@ plus delta), kept incrementally.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
 
 from ...lexical import idf, normaliser, terms
+from ..base import Candidates, Filters, fuse
 from .shard import Shard
 
-VECTOR_WEIGHT = 0.7
 EXACT_MAX = 20_000  # up to this many rows, exact scoring (float32 matrix product) beats the index
 FETCH_FACTOR = 3  # over-fetch from the index and postings, for rows the filters will drop
 MIN_FETCH = 32
 
 
-@dataclass
-class Filters:
-    tags: tuple[str, ...] = ()
-    ids: tuple[str, ...] | None = None  # record ids to restrict to (exact key lookup)
+def _no_row(row: int) -> dict:
+    raise IndexError(row)
 
 
-@dataclass
-class Candidates:
-    """Scored rows of one part of one shard: `part` is "seg" or "mem"."""
+def _fetch(shard: Shard, part: str) -> Callable[[int], dict]:
+    """The record of a row of `part` of `shard`."""
+    seg = shard.seg
+    if part == "seg":
+        return seg.doc if seg is not None else _no_row
 
-    shard: Shard
-    part: str
-    rows: np.ndarray
-    relevance: np.ndarray
-    vector: np.ndarray | None
-    lexical: np.ndarray | None
-    updated: np.ndarray
-    total: int  # rows that pass the filters, before any cut
-    path: str = "filter"  # how the rows were found: "filter" (no query), "exact" or "index"
-    order: np.ndarray | None = None  # what ranks the rows when it is not relevance (no query)
-
-    @property
-    def rank(self) -> np.ndarray:
-        return self.relevance if self.order is None else self.order
-
-    def doc(self, i: int) -> dict:
-        row = int(self.rows[i])
-        if self.part == "seg":
-            return self.shard.seg.doc(row)  # type: ignore[union-attr]
-        doc = self.shard.mem.docs[row]
+    def memtable_doc(row: int) -> dict:
+        doc = shard.mem.docs[row]
         assert doc is not None
         return doc
 
-
-FUSION = f"{VECTOR_WEIGHT} * max(vector, 0) + {1 - VECTOR_WEIGHT:.1f} * lexical^2"
-
-
-def fuse(vector: np.ndarray, lexical: np.ndarray) -> np.ndarray:
-    return np.clip(VECTOR_WEIGHT * np.maximum(vector, 0) + (1 - VECTOR_WEIGHT) * np.square(lexical), 0.0, 1.0)
+    return memtable_doc
 
 
 def search(
@@ -142,12 +119,13 @@ def _unscored(shard: Shard, part: str, mask: np.ndarray) -> Candidates:
     scores, updated = _columns(shard, part)
     importance = np.asarray(scores[rows], dtype=np.float32)
     full = np.ones(len(rows), dtype=np.float32)  # the stored score ranks but never filters
-    return Candidates(shard, part, rows, full, None, None, np.asarray(updated[rows]), len(rows), order=importance)
+    fetch = _fetch(shard, part)
+    return Candidates(fetch, rows, full, None, None, np.asarray(updated[rows]), len(rows), order=importance)
 
 
 def _empty(shard: Shard, part: str) -> Candidates:
     none = np.zeros(0)
-    return Candidates(shard, part, none.astype(np.int64), none, none, none, none, 0)
+    return Candidates(_fetch(shard, part), none.astype(np.int64), none, none, none, none, 0)
 
 
 def _bm25_weights(shard: Shard, qterms: list[str]) -> tuple[dict[str, float], float]:
@@ -194,7 +172,7 @@ def _scored(
     _, updated = _columns(shard, part)
     indexed = part == "seg" and not exhaustive and total > max(EXACT_MAX, fetch)
     path = "index" if indexed and shard.seg is not None and shard.seg.index is not None else "exact"
-    return Candidates(shard, part, rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
+    return Candidates(_fetch(shard, part), rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
 
 
 def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:

@@ -37,6 +37,7 @@ from ...embed import decode_vector
 from ...errors import Damaged
 from ...paths import ensure_dir, write_atomic
 from ...schemas import Schema
+from ..base import Candidates, Filters, Scope
 from .integrity import parse_line, read_manifest, seal
 from .journal import Journal, Op
 from .memtable import Memtable
@@ -105,7 +106,7 @@ def check_chain(folder: Path, newest: int, wals: list[int]) -> None:
         )
 
 
-class Shard:
+class Shard(Scope):
     def __init__(self, folder: Path | None, schema: Schema, dim: int, descriptor: dict[str, Any] | None = None):
         self.folder = folder
         self.schema = schema
@@ -113,6 +114,7 @@ class Shard:
         self.descriptor = descriptor or {}
         self.on_create: Callable[[], None] | None = None  # called when the folder is first written
         self.on_delete: Callable[[], None] | None = None  # called after a delete is logged (a purge is due)
+        self.on_append: Callable[[], None] | None = None  # called after any write is logged
         self.seg: Segment | None = None
         self.journals: list[Journal] = []
         self.version = 0
@@ -191,6 +193,8 @@ class Shard:
         else:
             self._active_journal().append(op)
             self.version += 1
+            if self.on_append is not None:
+                self.on_append()
             if op.get("op") == "del" and self.on_delete is not None:
                 self.on_delete()
 
@@ -283,6 +287,19 @@ class Shard:
         seg_bytes = int(self.seg.sizes[seg_alive].sum()) if self.seg is not None else 0
         mem_bytes = int(np.asarray(self.mem.sizes)[mem_alive].sum()) if self.mem.n else 0
         return int(seg_alive.sum() + mem_alive.sum()), seg_bytes + mem_bytes
+
+    def search(
+        self,
+        now: float,
+        filters: Filters,
+        query_vector: np.ndarray | None = None,
+        query_text: str = "",
+        k: int = 10,
+        exhaustive: bool = False,
+    ) -> list[Candidates]:
+        from .search import search
+
+        return search(self, now, filters, query_vector, query_text, k, exhaustive)
 
     def pending_bytes(self) -> int:
         """Size of the journals not yet checkpointed."""

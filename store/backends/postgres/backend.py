@@ -247,11 +247,11 @@ class PostgresBackend(Backend):
 
     # -- upkeep ---------------------------------------------------------------------------
 
-    def export_scopes(self, namespace: str | None, now: float, damaged: list[str]) -> Iterator[tuple[Scope, list[Doc]]]:
+    def export_scopes(self, namespace: str | None, now: float, damaged: list[str]) -> Iterator[tuple[dict, list[Doc]]]:
         names = [namespace] if namespace is not None else self.namespaces()
         for name in names:
             for scope in self.scopes(name):
-                yield scope, list(scope.docs(now))
+                yield scope.descriptor, list(scope.docs(now))
 
     def stats(self, namespace: str | None = None) -> list[dict[str, Any]]:
         from . import maintenance
