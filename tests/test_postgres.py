@@ -5,7 +5,6 @@ search, TTL, and upkeep."""
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import orjson
@@ -364,9 +363,12 @@ def test_index_path_agrees_with_exact_search(backend, monkeypatch):
     words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda", "theta", "zeta"]
     rng = np.random.default_rng(7)
     docs = [entry(f"e{i}", " ".join(rng.choice(words, 4))) for i in range(400)]
-    target = put(backend, "ns", "semantic", docs)
+    target = put(backend, "ns", "semantic", docs[:350])
     put(backend, "ns", "episodic", docs[:50], "agent")  # another scope of the same table
-    assert backend._vector_dim == 64
+    assert backend.build_index(force=True)
+    put(backend, "ns", "semantic", docs[350:])  # written after the index: searched exactly
+    (row,) = [r for r in backend.stats("ns") if r["kind"] == "semantic"]
+    assert (row["indexed"], row["pending"]) == (350, 50)
     monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
     now = clock.now()
     hits = 0
@@ -410,7 +412,7 @@ def test_expired_records_are_hidden_then_purged(backend, pg_url):
     assert backend.usage("ns", later)[0] == 1 and target.usage(later)[0] == 1
     (row,) = backend.stats("ns")
     assert (row["entries"], row["expired"]) == (1, 1)
-    assert backend.checkpoint() == 1
+    assert backend.checkpoint() == 2  # one scope purged, and the index built
     assert admin_sql(pg_url, "SELECT id FROM mem_records") == [("new",)]
     assert backend.usage("ns", later)[0] == 1
     assert backend.doctor() == []  # the counters followed the purge
@@ -486,10 +488,18 @@ def test_concurrent_bulk_puts_keep_the_statistics_exact(pg_url):
         store.close()
 
 
-def test_nothing_left_to_index_before_the_first_embed(backend, pg_url):
+def test_the_vector_column_and_its_index_come_with_the_first_vectors(backend, pg_url):
+    column = "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'mem_records'::regclass AND attname = 'vec'"
+    indexes = "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'mem_records_vec%%' ORDER BY 1"
     put(backend, "ns", "kv", [{"id": "a"}], schema="records")
-    assert backend.recorded_embedder() is None
-    assert admin_sql(pg_url, "SELECT to_regclass('mem_records_vec') IS NULL") == [(True,)]
-    put(backend, "ns", "semantic", [entry("e", "cat")])
-    assert admin_sql(pg_url, "SELECT to_regclass('mem_records_vec') IS NOT NULL") == [(True,)]
-    assert time.time() > 0
+    assert backend.recorded_embedder() is None and admin_sql(pg_url, column) == [(-1,)]
+    put(backend, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(3)])
+    assert admin_sql(pg_url, column) == [(64,)] and admin_sql(pg_url, indexes) == []  # a write never waits for HNSW
+    assert backend.checkpoint() == 1  # `mem gc` builds the index of the rows written so far
+    (name,) = admin_sql(pg_url, indexes)[0]
+    put(backend, "ns", "semantic", [entry("e9", "late")])
+    assert backend.build_index(force=True)  # a newer watermark replaces the index
+    assert admin_sql(pg_url, indexes) != [(name,)] and len(admin_sql(pg_url, indexes)) == 1
+    (row,) = [r for r in backend.stats("ns") if r["kind"] == "semantic"]
+    assert (row["indexed"], row["pending"]) == (4, 0)
+    assert backend.doctor() == []

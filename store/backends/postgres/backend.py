@@ -41,7 +41,14 @@ from . import schema as sch
 from .connection import Database, database_name, redact_url
 
 REFRESH = 1.0  # seconds a reader outside a write section trusts the embedder it read
+BUILD_MIN = 5000  # rows written since the HNSW index's watermark before it is built again...
+BUILD_SHARE = 4  # ...or a quarter of the rows it covers, if more
 MAX_NAME = 1024
+META = (
+    "SELECT (SELECT value FROM mem_meta WHERE key = 'embedder'), (SELECT atttypmod FROM pg_attribute "
+    "WHERE attrelid = 'mem_records'::regclass AND attname = 'vec'), "
+    "(SELECT value FROM mem_meta WHERE key = 'vector_index')"
+)
 DEADLOCK_RETRIES = 5
 
 
@@ -54,6 +61,8 @@ class PostgresBackend(Backend):
         self._recorded: dict | None = None
         self._recorded_at = -1.0  # monotonic time of the last read of mem_meta (-1: never)
         self._vector_dim = 0  # the dimension the vector column has (0: none yet)
+        self._index: dict | None = None  # mem_meta "vector_index": {"upto", "dim"} of the HNSW index
+        self._builder: threading.Thread | None = None
         self._meta_lock = threading.Lock()
         self._locked = threading.local()  # namespaces whose advisory lock this thread's transaction holds
 
@@ -63,18 +72,17 @@ class PostgresBackend(Backend):
         sch.ensure_schema(conn, self.url, self.database)
 
     def _read_meta(self, conn: Any) -> None:
-        row = conn.execute(
-            "SELECT (SELECT value FROM mem_meta WHERE key = 'embedder'), "
-            "(SELECT atttypmod FROM pg_attribute WHERE attrelid = 'mem_records'::regclass AND attname = 'vec')"
-        ).fetchone()
-        self._take_meta(row[0], row[1])
+        row = conn.execute(META).fetchone()
+        self._take_meta(*row)
 
-    def _take_meta(self, recorded: dict | None, typmod: int | None = None) -> None:
+    def _take_meta(self, recorded: dict | None, typmod: int | None = None, index: Any = False) -> None:
         """Take what mem_meta says; another process's reindex shows as a changed embedder."""
         with self._meta_lock:
             old = self._recorded
             if typmod is not None:
                 self._vector_dim = max(int(typmod), 0)
+            if index is not False:
+                self._index = index
             self._recorded = recorded
             self._recorded_at = time.monotonic()
             if (
@@ -130,10 +138,10 @@ class PostgresBackend(Backend):
         recorded = self.recorded_embedder()
         return int(recorded["dim"]) if recorded else 0
 
-    def ensure_vector_index(self) -> None:
-        """Give the vector column the recorded dimension and its HNSW index, once the store has
-        recorded an embedder. Its own transaction, holding EMBEDDER_LOCK exclusively (it waits
-        for the writers under way); never inside a write section (that would wait for itself)."""
+    def ensure_vector_column(self) -> None:
+        """Give the vector column the recorded dimension once the store has recorded an
+        embedder. Its own transaction, holding EMBEDDER_LOCK exclusively (it waits for the
+        writers under way); never inside a write section (that would wait for itself)."""
         recorded = self._recorded
         if recorded is None or self._vector_dim == int(recorded["dim"]) or self.db.in_transaction or self.read_only:
             return
@@ -144,11 +152,56 @@ class PostgresBackend(Backend):
             if value is None:
                 return
             dim = int(value[0]["dim"])
-            if sch.vector_column_dim(conn) != dim or not sch.has_vector_index(conn):
+            if sch.vector_column_dim(conn) != dim:
                 sch.set_vector_dim(conn, dim)
             self._vector_dim = dim
 
         self.retrying(change)
+
+    def index_due(self, conn: Any) -> bool:
+        """Whether enough rows were written since the HNSW index's watermark to build it again."""
+        upto = int((self._index or {}).get("upto", 0))
+        written = conn.execute("SELECT last_value FROM mem_seq").fetchone()[0]
+        return written - upto >= max(BUILD_MIN, upto // BUILD_SHARE)
+
+    def build_index(self, force: bool = False) -> bool:
+        """Build the HNSW index up to the newest row (`schema.build_vector_index`) if it is due
+        (or `force`) and no other process is building one; returns whether it built."""
+        if self.read_only or self.db.in_transaction or self.recorded_embedder() is None:
+            return False
+        self.ensure_vector_column()
+        with self.db.connection() as conn:
+            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+                return False  # another process builds it
+            try:
+                self._read_meta(conn)
+                dim = int(self._recorded["dim"])  # type: ignore[index]
+                upto = conn.execute("SELECT coalesce(max(seq), 0) FROM mem_records").fetchone()[0]
+                current = self._index or {}
+                same = current.get("dim") == dim and int(current.get("upto", 0)) >= upto
+                if same or self._vector_dim != dim or not (force or self.index_due(conn)):
+                    return False
+                leftovers = [name for name, valid in sch.vector_indexes(conn) if not valid]
+                for name in leftovers:  # an interrupted build's invalid index
+                    sch.drop_vector_indexes_named(conn, [name])
+                sch.build_vector_index(conn, upto, dim, concurrently=True)
+                sch.drop_vector_indexes(conn, keep=sch.index_name(upto), concurrently=True)
+                self._read_meta(conn)
+                return True
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", sch.BUILD_LOCK)
+
+    def _build_in_background(self) -> None:
+        """A long-lived server builds the index in a thread, one at a time."""
+        if self._builder is not None and self._builder.is_alive():
+            return
+
+        def build() -> None:
+            with contextlib.suppress(Exception):  # upkeep: the next write tries again
+                self.build_index()
+
+        self._builder = threading.Thread(target=build, name="mem-index-build", daemon=True)
+        self._builder.start()
 
     # -- scopes and write sections --------------------------------------------------------
 
@@ -185,12 +238,8 @@ class PostgresBackend(Backend):
                     "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))",
                     [*sch.EMBEDDER_LOCK, name],
                 )
-                meta = conn.execute(
-                    "SELECT (SELECT value FROM mem_meta WHERE key = 'embedder'), (SELECT atttypmod FROM "
-                    "pg_attribute WHERE attrelid = 'mem_records'::regclass AND attname = 'vec')"
-                )
-            row = meta.fetchone()
-            self._take_meta(row[0], row[1])
+                meta = conn.execute(META)
+            self._take_meta(*meta.fetchone())
             self._locked.names = {name}
             try:
                 yield self
@@ -198,8 +247,13 @@ class PostgresBackend(Backend):
                 self._locked.names = None
 
     def after_write(self, scope: Scope) -> None:
-        if scope.dim:
-            self.ensure_vector_index()
+        """A write that embedded gives the vector column its dimension (once); a server builds
+        the HNSW index when it is due. A one-shot command builds it when it closes."""
+        if not scope.dim:
+            return
+        self.ensure_vector_column()
+        if self.db.pooled and not self.db.in_transaction:
+            self._build_in_background()
 
     def namespaces(self) -> list[str]:
         with self.db.connection() as conn:
@@ -276,7 +330,7 @@ class PostgresBackend(Backend):
     def checkpoint(self, force: bool = False) -> int:
         from . import maintenance
 
-        return maintenance.purge_expired(self, clock.now())
+        return maintenance.checkpoint(self, clock.now())
 
     def retrying(self, work: Any) -> Any:
         """Run `work(conn)` in a transaction of its own, again after a serialization failure or a
@@ -295,6 +349,13 @@ class PostgresBackend(Backend):
         return None
 
     def close(self) -> None:
+        """A one-shot command that wrote enough rows builds the HNSW index before it exits (as
+        a bulk import ends with one build rather than an index insertion per row)."""
+        if not self.db.pooled and self._recorded is not None and not self.read_only and self.db.ready:
+            with contextlib.suppress(Exception):
+                self.build_index()
+        if self._builder is not None:
+            self._builder.join(timeout=0)  # a daemon thread: an interrupted build is cleaned up by the next
         self.db.close()
 
 

@@ -181,6 +181,11 @@ class Database:
                 yield self._single
 
     @property
+    def ready(self) -> bool:
+        """Whether this process has connected (and migrated) already."""
+        return self._ready
+
+    @property
     def in_transaction(self) -> bool:
         return getattr(self._local, "conn", None) is not None
 

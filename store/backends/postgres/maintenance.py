@@ -1,9 +1,10 @@
 """Looking after a PostgreSQL store: statistics, namespace deletes, purges, reindex, doctor.
 
 - `stats`: per scope, live records and bytes, expired rows not yet purged, rows with a vector
-  (all of them are in the HNSW index; nothing is ever pending).
-- `purge_expired` (`mem gc`): deletes the rows past their expiry, namespace by namespace under
-  its lock, the statistics adjusted in the same transaction.
+  in the HNSW index (`indexed`) and written since its watermark (`pending`: searched exactly).
+- `purge_expired` + `build_index` (`mem gc`): deletes the rows past their expiry, namespace by
+  namespace under its lock, the statistics adjusted in the same transaction; then builds the
+  HNSW index up to the newest row if any row waits for it.
 - `reindex`: one transaction holding the embedder lock exclusively (see `backend.py`): it waits
   for the writes under way and every writer waits for it, so no vector of the old dimension is
   written once it has begun; reads wait too when the dimension changes (the column is altered),
@@ -46,19 +47,22 @@ def stats(backend: Any, namespace: str | None = None) -> list[dict[str, Any]]:
                count(r.id) FILTER (WHERE r.expires_at IS NULL OR r.expires_at > %(now)s),
                coalesce(sum(r.size) FILTER (WHERE r.expires_at IS NULL OR r.expires_at > %(now)s), 0),
                count(r.id) FILTER (WHERE r.expires_at <= %(now)s),
-               count(r.vec)
+               count(r.vec) FILTER (WHERE r.seq <= %(upto)s),
+               count(r.vec) FILTER (WHERE r.seq > %(upto)s)
         FROM mem_scopes s
         LEFT JOIN mem_records r ON r.namespace = s.namespace AND r.kind = s.kind AND r.scope = s.scope
         WHERE {where}
         GROUP BY s.namespace, s.kind, s.scope
         ORDER BY s.namespace, s.kind, s.scope
     """
+    backend.refresh(force=True)
+    upto = int((backend._index or {}).get("upto", 0))
     with backend.db.connection() as conn:
-        rows = conn.execute(sql, {"now": now, "ns": sch.db_name(namespace or "")}).fetchall()
+        rows = conn.execute(sql, {"now": now, "ns": sch.db_name(namespace or ""), "upto": upto}).fetchall()
     return [
         {"namespace": sch.user_name(ns), "kind": kind, "scope": "/".join(scope), "entries": int(entries),
-         "bytes": int(size), "expired": int(expired), "indexed": int(indexed), "pending": 0}
-        for ns, kind, scope, entries, size, expired, indexed in rows
+         "bytes": int(size), "expired": int(expired), "indexed": int(indexed), "pending": int(pending)}
+        for ns, kind, scope, entries, size, expired, indexed, pending in rows
     ]  # fmt: skip
 
 
@@ -93,6 +97,16 @@ def delete_namespace(backend: Any, namespace: str) -> dict[str, Any]:
     return {"namespace": namespace, "deleted": True}
 
 
+def checkpoint(backend: Any, now: float) -> int:
+    """`mem gc`: purge the expired rows, then build the HNSW index if rows wait for it; returns
+    how many scopes the purge touched (plus one for an index build)."""
+    touched = purge_expired(backend, now)
+    if not backend.read_only and backend.recorded_embedder() is not None:
+        backend.refresh(force=True)
+        touched += bool(backend.build_index(force=True))
+    return touched
+
+
 def purge_expired(backend: Any, now: float) -> int:
     """Delete every row past its expiry; returns how many scopes lost rows."""
     if backend.read_only:
@@ -125,16 +139,16 @@ def reindex(backend: Any, name: str, progress: Callable[[int, int], None] | None
     from psycopg.types.json import Jsonb
 
     def rebuild(conn: Any) -> tuple[int, int]:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.BUILD_LOCK)  # no index build runs
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.EMBEDDER_LOCK)  # exclusive: no writer runs
         scopes = conn.execute(
             "SELECT namespace, kind, scope, schema FROM mem_scopes WHERE schema = ANY(%s::text[]) "
             "ORDER BY namespace, kind, scope",
             [INDEXED],
         ).fetchall()
-        sch.drop_vector_index(conn)  # one build at the end is faster than an index update per row
+        sch.drop_vector_indexes(conn, keep=None, concurrently=False)  # one build at the end is faster
         if sch.vector_column_dim(conn) != embedder.dim:
             sch.set_vector_dim(conn, embedder.dim)
-            sch.drop_vector_index(conn)
         total = 0
         for done, (ns, kind, scope, schema) in enumerate(scopes, 1):
             total += _reembed(conn, {"ns": ns, "kind": kind, "scope": list(scope)}, SCHEMAS[schema], embedder)
@@ -145,11 +159,12 @@ def reindex(backend: Any, name: str, progress: Callable[[int, int], None] | None
             "EXCLUDED.value",
             [Jsonb({"embedder": embedder.name, "dim": embedder.dim})],
         )
-        sch.build_vector_index(conn)
+        upto = conn.execute("SELECT coalesce(max(seq), 0) FROM mem_records").fetchone()[0]
+        sch.build_vector_index(conn, upto, embedder.dim, concurrently=False)
         return len(scopes), total
 
     scopes, total = backend.retrying(rebuild)
-    backend._take_meta({"embedder": embedder.name, "dim": embedder.dim}, embedder.dim)
+    backend.refresh(force=True)
     backend._embedder = embedder
     return {"embedder": embedder.name, "dim": embedder.dim, "shards": scopes, "entries": total}
 
@@ -168,7 +183,7 @@ def _reembed(conn: Any, key: dict[str, Any], schema: Any, embedder: Any, only_mi
         vectors = embedder.embed([schema.text(load(raw)) for _, _, raw in rows]).astype(np.float32)
         vecs = list(vectors)
         conn.execute(
-            f"UPDATE mem_records SET vec = u.vec FROM unnest(%(ids)s::text[], %(vecs)s::vector[]) AS u(id, vec) "
+            f"UPDATE mem_records SET vec = u.vec FROM unnest(%(ids)s::text[], %(vecs)b::vector[]) AS u(id, vec) "
             f"WHERE {KEY} AND mem_records.id = u.id",
             {**key, "ids": [r[1] for r in rows], "vecs": vecs},
         )
@@ -232,14 +247,31 @@ def _check_vectors(backend: Any, repair: bool) -> list[Finding]:
         return []
     dim = int(recorded["dim"])
     with backend.db.connection() as conn:
-        column, indexed = sch.vector_column_dim(conn), sch.has_vector_index(conn)
-    if column != dim or not indexed:
-        problem = f"vector column of dimension {column or 'none'}" if column != dim else "no HNSW index"
-        problem += f"; the recorded embedder {recorded['embedder']!r} makes {dim}"
+        column, indexes = sch.vector_column_dim(conn), sch.vector_indexes(conn)
+    index = backend._index or {}
+    if column != dim:
+        problem = f"vector column of dimension {column or 'none'}; the recorded embedder {recorded['embedder']!r} "
+        problem += f"makes {dim}"
         if repair:
             backend._vector_dim = 0
-            backend.ensure_vector_index()
-        findings.append(_finding("mem_records.vec", problem, "index rebuilt" if repair else REPAIR, repair))
+            backend.ensure_vector_column()
+        findings.append(_finding("mem_records.vec", problem, "dimension set" if repair else REPAIR, repair))
+    invalid = [name for name, valid in indexes if not valid]
+    if invalid:
+        problem = f"{', '.join(invalid)}: left invalid by an interrupted index build (ignored by searches)"
+        if repair:
+            with backend.db.connection() as conn:
+                sch.drop_vector_indexes_named(conn, invalid)
+        findings.append(_finding("mem_records.vec", problem, "dropped" if repair else REPAIR, repair))
+    valid = [name for name, ok in indexes if ok]
+    if index and (index.get("dim") != dim or sch.index_name(index.get("upto", 0)) not in valid):
+        problem = f"the HNSW index on record ({index}) is missing or made for another dimension than {dim}"
+        if repair:
+            with backend.db.connection() as conn:
+                conn.execute("DELETE FROM mem_meta WHERE key = 'vector_index'")
+            backend.refresh(force=True)
+            backend.build_index(force=True)
+        findings.append(_finding("mem_records.vec", problem, "rebuilt" if repair else REPAIR, repair))
     with backend.db.connection() as conn:
         rows = conn.execute(
             "SELECT r.namespace, r.kind, r.scope, count(*) FROM mem_records r JOIN mem_scopes s ON "

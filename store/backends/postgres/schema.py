@@ -25,8 +25,16 @@ in the database, a name no user namespace can have.
 
 Migrations run in one transaction under an advisory lock, so that processes starting together
 neither race nor see a half-made schema. The vector column is made without a dimension; once the
-store records its embedder, `ensure_vector_index` gives it the embedder's dimension and builds
-the HNSW index (under the embedder lock, see `backend.py`).
+store records its embedder, the backend gives it the embedder's dimension (under the embedder
+lock, see `backend.py`).
+
+The HNSW index covers the rows written up to a watermark (`WHERE seq <= upto`, recorded in
+mem_meta "vector_index"), like the files backend's checkpoint: rows written since are searched
+exactly (the (namespace, kind, scope, seq) index finds them), so a write never pays for an HNSW
+insertion (milliseconds a row: a bulk import could not reach thousands of records a second).
+An update of an older row is an insertion into the index, as it must be. When enough rows wait,
+a build (`CREATE INDEX CONCURRENTLY`: reads and writes go on) makes a new index up to a new
+watermark and drops the old one (see `backend.build_index`).
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ LOCK_CLASS = 0x6D656D  # "mem": advisory locks of the two-integer form, apart fr
 SCHEMA_LOCK = (LOCK_CLASS, 1)
 EMBEDDER_LOCK = (LOCK_CLASS, 2)  # writers hold it shared; a reindex or a vector-column change, exclusive
 SYSTEM_NAME = ""
-VECTOR_INDEX = "mem_records_vec"
+VECTOR_INDEX = "mem_records_vec"  # + "_<upto>": see build_vector_index
+BUILD_LOCK = (LOCK_CLASS, 3)  # one index build at a time (session lock of the builder)
 HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64  # pgvector's defaults
 
 MIGRATIONS: list[list[str]] = [
@@ -190,41 +199,72 @@ def vector_column_dim(conn: Any) -> int:
     return max(int(row[0]), 0) if row else 0
 
 
-def has_vector_index(conn: Any) -> bool:
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [VECTOR_INDEX]).fetchone()
-    return bool(row[0])
-
-
-def drop_vector_index(conn: Any) -> None:
-    from psycopg import sql
-
-    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(VECTOR_INDEX)))
-
-
 def set_vector_dim(conn: Any, dim: int) -> None:
     """Give the vector column dimension `dim` (vectors of another size become NULL: found by
-    words until re-embedded) and build the HNSW index. The caller holds EMBEDDER_LOCK
+    words until re-embedded), dropping the vector indexes. The caller holds EMBEDDER_LOCK
     exclusively in this transaction. `dim` is formatted as an SQL literal by psycopg."""
     from psycopg import sql
 
-    drop_vector_index(conn)
-    if vector_column_dim(conn) != dim:
-        conn.execute(
-            sql.SQL(
-                "ALTER TABLE mem_records ALTER COLUMN vec TYPE vector({dim}) "
-                "USING CASE WHEN vector_dims(vec) = {dim} THEN vec::vector({dim}) END"
-            ).format(dim=sql.Literal(int(dim)))
-        )
-    build_vector_index(conn)
-
-
-def build_vector_index(conn: Any) -> None:
-    from psycopg import sql
-
-    conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
+    for name, _ in vector_indexes(conn):
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+    conn.execute("DELETE FROM mem_meta WHERE key = 'vector_index'")
     conn.execute(
         sql.SQL(
-            "CREATE INDEX IF NOT EXISTS {} ON mem_records USING hnsw (vec vector_cosine_ops) "
-            "WITH (m = {m}, ef_construction = {ef})"
-        ).format(sql.Identifier(VECTOR_INDEX), m=sql.Literal(HNSW_M), ef=sql.Literal(HNSW_EF_CONSTRUCTION))
+            "ALTER TABLE mem_records ALTER COLUMN vec TYPE vector({dim}) "
+            "USING CASE WHEN vector_dims(vec) = {dim} THEN vec::vector({dim}) END"
+        ).format(dim=sql.Literal(int(dim)))
     )
+
+
+def vector_indexes(conn: Any) -> list[tuple[str, bool]]:
+    """(name, valid) of the HNSW indexes (an invalid one is what an interrupted build left)."""
+    rows = conn.execute(
+        "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid = 'mem_records'::regclass AND c.relname LIKE %s ORDER BY c.relname",
+        [VECTOR_INDEX.replace("_", "\\_") + "\\_%"],
+    ).fetchall()
+    return [(name, bool(valid)) for name, valid in rows]
+
+
+def index_name(upto: int) -> str:
+    return f"{VECTOR_INDEX}_{int(upto)}"
+
+
+def build_vector_index(conn: Any, upto: int, dim: int, concurrently: bool) -> None:
+    """The HNSW index of the rows with `seq <= upto` (written before the build; later rows are
+    searched exactly until the next build), recorded in mem_meta as "vector_index". CONCURRENTLY
+    (outside a transaction) lets reads and writes go on during the build."""
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    conn.execute("SET maintenance_work_mem = '256MB'")
+    conn.execute(
+        sql.SQL(
+            "CREATE INDEX {how} IF NOT EXISTS {name} ON mem_records USING hnsw (vec vector_cosine_ops) "
+            "WITH (m = {m}, ef_construction = {ef}) WHERE seq <= {upto}"
+        ).format(
+            how=sql.SQL("CONCURRENTLY" if concurrently else ""),
+            name=sql.Identifier(index_name(upto)),
+            m=sql.Literal(HNSW_M),
+            ef=sql.Literal(HNSW_EF_CONSTRUCTION),
+            upto=sql.Literal(int(upto)),
+        )
+    )
+    conn.execute("RESET maintenance_work_mem")
+    conn.execute(
+        "INSERT INTO mem_meta (key, value) VALUES ('vector_index', %s) ON CONFLICT (key) DO UPDATE "
+        "SET value = EXCLUDED.value",
+        [Jsonb({"upto": int(upto), "dim": int(dim)})],
+    )
+
+
+def drop_vector_indexes(conn: Any, keep: str | None, concurrently: bool) -> None:
+    drop_vector_indexes_named(conn, [name for name, _ in vector_indexes(conn) if name != keep], concurrently)
+
+
+def drop_vector_indexes_named(conn: Any, names: list[str], concurrently: bool = True) -> None:
+    from psycopg import sql
+
+    how = sql.SQL("CONCURRENTLY" if concurrently else "")
+    for name in names:
+        conn.execute(sql.SQL("DROP INDEX {} IF EXISTS {}").format(how, sql.Identifier(name)))

@@ -196,7 +196,7 @@ INSERT INTO mem_records (namespace, kind, scope, id, doc, raw, size, vec, terms,
 SELECT %(ns)s, %(kind)s, %(scope)s::text[], u.id, replace(u.raw, '\\u0000', '\\ufffd')::jsonb, u.raw, u.size, u.vec,
        string_to_array(u.terms, ' '), ARRAY(SELECT jsonb_array_elements_text(u.tags::jsonb)),
        u.score, u.updated_at, u.expires_at
-FROM unnest(%(ids)s::text[], %(raws)s::text[], %(sizes)s::int[], %(vecs)s::vector[], %(terms)s::text[],
+FROM unnest(%(ids)s::text[], %(raws)s::text[], %(sizes)s::int[], %(vecs)b::vector[], %(terms)s::text[],
             %(tags)s::text[], %(scores)s::real[], %(updated)s::float8[], %(expires)s::float8[])
      WITH ORDINALITY AS u(id, raw, size, vec, terms, tags, score, updated_at, expires_at, ord)
 ORDER BY u.ord

@@ -15,10 +15,11 @@ Which rows are candidates (each then gets both scores exactly):
   in the top `fetch` by relevance: a row without a query term scores 0.7 * cosine, so one outside
   the cosine leaders is beaten by at least `fetch` rows. With `exhaustive`, every filtered row.
 - index, otherwise: the HNSW index's nearest rows of the whole table (`hnsw.ef_search` raised so
-  that enough of them pass the scope's filters), filtered, unioned with the rows holding the
-  query's rarest terms (GIN; the most common terms add little BM25 and would pull thousands of
-  rows). When the index gives fewer rows than asked (pgvector 0.6 has no iterative scan: a small
-  scope of a big table can be starved by its filters) the search is done exactly instead.
+  that enough of them pass the scope's filters), filtered; the rows written since the index's
+  watermark (see `schema.py`), by exact cosine; and the rows holding the query's rarest terms
+  (GIN; the most common terms add little BM25 and would pull thousands of rows). When the index
+  gives fewer rows than asked (pgvector 0.6 has no iterative scan: a small scope of a big table
+  can be starved by its filters) the search is done exactly instead.
 
 Without a query every filtered live row is a candidate, relevance 1.0, ranked by its `score`.
 """
@@ -45,7 +46,7 @@ EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask f
 LEXICAL_BUDGET = 2000  # postings of the rarest query terms the index path scores
 
 SCORE_COLUMNS = (
-    "seq, vec <=> %(q)s, updated_at, cardinality(terms), "
+    "seq, vec <=> %(q)b, updated_at, cardinality(terms), "
     "CASE WHEN terms && %(qt)s::text[] THEN ARRAY(SELECT x FROM unnest(terms) x WHERE x = ANY(%(qt)s::text[])) END"
 )
 
@@ -70,7 +71,7 @@ def search(
         qvec = np.zeros(max(dim, 1), dtype=np.float32)
     qvec = np.asarray(qvec, dtype=np.float32)
     params.update(q=qvec, qt=qterms)
-    n_docs, total_len, dfs, total, table_rows = _statistics(scope, where, params, filters)
+    n_docs, total_len, dfs, total, table_rows, index = _statistics(scope, where, params, filters)
     if total <= 0:
         return []
     weights = {t: idf(max(n_docs, 1), df) for t, df in zip(qterms, dfs, strict=True)}
@@ -78,9 +79,9 @@ def search(
     fetch = max(MIN_FETCH, FETCH_FACTOR * k)
     rows, path = None, "exact"
     blank = not np.any(qvec)
-    indexed = scope.backend._vector_dim == dim
-    if not (exhaustive or blank or not indexed or total <= max(EXACT_MAX, fetch)):
-        rows = _index_rows(scope, where, params, weights, dfs, fetch, total, table_rows)
+    upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
+    if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
+        rows = _index_rows(scope, where, params, weights, dfs, fetch, total, table_rows, upto)
         path = "index"
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
@@ -126,10 +127,11 @@ def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candid
 
 def _statistics(
     scope: PgScope, where: str, params: dict[str, Any], filters: Filters
-) -> tuple[int, float, list[int], int, int]:
+) -> tuple[int, float, list[int], int, int, dict | None]:
     """The scope's rows and total length, each query term's document frequency, the rows passing
-    the filters and the table's rows: one round trip. Without filters the count comes from the
-    statistics (minus the expired rows, found by the expiry index), not from a scan."""
+    the filters, the table's rows and the HNSW index's watermark: one round trip. Without
+    filters the count comes from the statistics (minus the expired rows, found by the expiry
+    index), not from a scan."""
     if filters.tags or filters.ids is not None:
         total = f"(SELECT count(*) FROM mem_records WHERE {where})"
     else:
@@ -143,12 +145,13 @@ def _statistics(
                      LEFT JOIN mem_terms t ON t.namespace = %(ns)s AND t.kind = %(kind)s
                           AND t.scope = %(scope)s::text[] AND t.term = q.term ORDER BY q.i),
                {total},
-               (SELECT coalesce(sum(entries), 0) FROM mem_usage)
+               (SELECT coalesce(sum(entries), 0) FROM mem_usage),
+               (SELECT value FROM mem_meta WHERE key = 'vector_index')
         FROM (SELECT 1) AS one
         LEFT JOIN mem_scopes s ON s.namespace = %(ns)s AND s.kind = %(kind)s AND s.scope = %(scope)s::text[]
     """
-    n_docs, total_len, dfs, count, table_rows = _run(scope, sql, params)[0]
-    return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows)
+    n_docs, total_len, dfs, count, table_rows, index = _run(scope, sql, params)[0]
+    return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index
 
 
 def _exact_rows(scope: PgScope, where: str, params: dict[str, Any], fetch: int, exhaustive: bool) -> list[tuple]:
@@ -157,7 +160,7 @@ def _exact_rows(scope: PgScope, where: str, params: dict[str, Any], fetch: int, 
     # `+ 0`: an ordering the HNSW index cannot give, so every filtered row's cosine is computed
     sql = (
         f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} AND (terms && %(qt)s::text[] OR seq IN "
-        f"(SELECT seq FROM mem_records WHERE {where} ORDER BY (vec <=> %(q)s) + 0 LIMIT %(fetch)s))"
+        f"(SELECT seq FROM mem_records WHERE {where} ORDER BY (vec <=> %(q)b) + 0 LIMIT %(fetch)s))"
     )
     return _run(scope, sql, {**params, "fetch": fetch})
 
@@ -171,31 +174,41 @@ def _index_rows(
     fetch: int,
     total: int,
     table_rows: int,
+    upto: int,
 ) -> list[tuple] | None:
-    """Candidates from the HNSW index and the rarest terms' rows; None when the index cannot give
-    enough rows of this scope (the caller searches exactly)."""
+    """Candidates from the HNSW index (rows up to its watermark `upto`), the rows written since
+    (exactly: the `fetch` of highest cosine) and the rarest terms' rows; None when the index
+    cannot give enough rows of this scope (the caller searches exactly)."""
+    from psycopg import sql
+
     share = total / max(table_rows, total, 1)
     ef = max(EF_MIN, math.ceil(fetch / share * EF_SLACK))
     if ef > EF_MAX:
         return None
-    near_sql = (
-        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at, vec <=> %(q)s AS d "
-        "FROM mem_records ORDER BY vec <=> %(q)s LIMIT %(ef)s) AS near "
-        f"WHERE {where} ORDER BY d LIMIT %(fetch)s"
-    )
+    watermark = sql.Literal(int(upto))  # the index's predicate: the planner must see the constant
+    near_sql = sql.SQL(
+        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at, vec <=> %(q)b AS d "
+        "FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b LIMIT %(ef)s) AS near "
+        "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
+    ).format(upto=watermark)
+    recent_sql = sql.SQL(
+        "SELECT seq FROM mem_records WHERE " + where + " AND seq > {upto} ORDER BY (vec <=> %(q)b) + 0 LIMIT %(fetch)s"
+    ).format(upto=watermark)
     with scope.backend.db.connection() as conn:
         with conn.pipeline():
             conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
-            cursor = conn.execute(near_sql, {**params, "ef": ef, "fetch": fetch})
-        near = [r[0] for r in cursor.fetchall()]
-        if len(near) < min(fetch, total):
+            near_cursor = conn.execute(near_sql, {**params, "ef": ef, "fetch": fetch})
+            recent_cursor = conn.execute(recent_sql, {**params, "fetch": fetch})
+        near = [r[0] for r in near_cursor.fetchall()]
+        recent = [r[0] for r in recent_cursor.fetchall()]
+        if len(near) + len(recent) < min(fetch, total):
             return None
         rare = _rarest(list(weights), dfs)
-        sql = (
+        statement = (
             f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} "
             "AND (seq = ANY(%(near)s::bigint[]) OR terms && %(rare)s::text[])"
         )
-        return conn.execute(sql, {**params, "near": near, "rare": rare}).fetchall()
+        return conn.execute(statement, {**params, "near": near + recent, "rare": rare}).fetchall()
 
 
 def _rarest(qterms: list[str], dfs: list[int]) -> list[str]:
