@@ -2,6 +2,8 @@
 contract at the backend level, connections and their errors, migrations, locks, hostile names,
 search, TTL, and upkeep."""
 
+# ruff: noqa: F811 (the fixtures imported from tests/pg.py are named as the tests' arguments)
+
 from __future__ import annotations
 
 import threading

@@ -27,6 +27,7 @@ under way and the next ones wait for it, so no vector of the old dimension is wr
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -43,6 +44,7 @@ from .connection import Database, database_name, redact_url
 REFRESH = 1.0  # seconds a reader outside a write section trusts the embedder it read
 BUILD_MIN = 5000  # rows written since the HNSW index's watermark before it is built again...
 BUILD_SHARE = 4  # ...or a quarter of the rows it covers, if more
+BUILD_CHECK = 10.0  # seconds between a server's looks at whether a build is due
 MAX_NAME = 1024
 META = (
     "SELECT (SELECT value FROM mem_meta WHERE key = 'embedder'), (SELECT atttypmod FROM pg_attribute "
@@ -63,6 +65,8 @@ class PostgresBackend(Backend):
         self._vector_dim = 0  # the dimension the vector column has (0: none yet)
         self._index: dict | None = None  # mem_meta "vector_index": {"upto", "dim"} of the HNSW index
         self._builder: threading.Thread | None = None
+        self._build_checked = -math.inf  # when a server last looked whether a build is due
+        self._wrote = False  # whether this process wrote vectors (a one-shot command's close looks)
         self._meta_lock = threading.Lock()
         self._locked = threading.local()  # namespaces whose advisory lock this thread's transaction holds
 
@@ -251,8 +255,10 @@ class PostgresBackend(Backend):
         the HNSW index when it is due. A one-shot command builds it when it closes."""
         if not scope.dim:
             return
+        self._wrote = True
         self.ensure_vector_column()
-        if self.db.pooled and not self.db.in_transaction:
+        if self.db.pooled and not self.db.in_transaction and time.monotonic() - self._build_checked > BUILD_CHECK:
+            self._build_checked = time.monotonic()
             self._build_in_background()
 
     def namespaces(self) -> list[str]:
@@ -351,7 +357,7 @@ class PostgresBackend(Backend):
     def close(self) -> None:
         """A one-shot command that wrote enough rows builds the HNSW index before it exits (as
         a bulk import ends with one build rather than an index insertion per row)."""
-        if not self.db.pooled and self._recorded is not None and not self.read_only and self.db.ready:
+        if not self.db.pooled and self._wrote and not self.read_only:
             with contextlib.suppress(Exception):
                 self.build_index()
         if self._builder is not None:

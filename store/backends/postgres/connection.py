@@ -108,7 +108,7 @@ class Database:
         self._single: Any = None
         self._single_lock = threading.RLock()
         self._local = threading.local()
-        self._kwargs = {"autocommit": True, "prepare_threshold": None}
+        self._kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
         if "connect_timeout" not in url:
             self._kwargs["connect_timeout"] = CONNECT_TIMEOUT
 

@@ -118,16 +118,16 @@ def purge_expired(backend: Any, now: float) -> int:
         ]
     touched = 0
     for name in names:
-        touched += locked(
-            backend,
-            sch.user_name(name),
-            lambda conn, name=name: remove_rows(
+
+        def purge(conn: Any, name: str = name) -> int:
+            return remove_rows(
                 conn,
                 "DELETE FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s "
                 "RETURNING kind, scope, size, terms",
                 {"ns": name, "now": now},
-            ),
-        )
+            )
+
+        touched += locked(backend, sch.user_name(name), purge)
     return touched
 
 
@@ -217,7 +217,11 @@ def doctor(backend: Any, repair: bool = False) -> list[Finding]:
             ).fetchall()
         ]
     for name in names:
-        findings += locked(backend, sch.user_name(name), lambda conn, name=name: _check_counts(conn, name, repair))
+
+        def check(conn: Any, name: str = name) -> list[Finding]:
+            return _check_counts(conn, name, repair)
+
+        findings += locked(backend, sch.user_name(name), check)
     return findings
 
 

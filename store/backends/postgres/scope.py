@@ -49,10 +49,10 @@ class PgScope(Scope):
         self.backend = backend
         self.schema = SCHEMAS[schema]
         self.descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope), "schema": schema}
-        self.key = {"ns": db_name(namespace), "kind": kind, "scope": list(scope)}
+        self.key: dict[str, Any] = {"ns": db_name(namespace), "kind": kind, "scope": list(scope)}
 
-    @property  # type: ignore[override]
-    def dim(self) -> int:
+    @property  # the store's dimension as of now (a reindex may change it)
+    def dim(self) -> int:  # type: ignore[override]
         return self.backend.dim if self.schema.indexed else 0
 
     def _run(self, sql: str, params: dict[str, Any]) -> list[tuple]:

@@ -41,9 +41,9 @@ from .scope import KEY, LIVE, PgScope
 EXACT_MAX = 20_000
 FETCH_FACTOR = 3  # as files/search.py: over-fetch for the caller's own cuts
 MIN_FETCH = 32
-EF_MIN, EF_MAX = 100, 1000  # hnsw.ef_search bounds (pgvector refuses more than 1000)
+EF_MIN, EF_MAX = 200, 1000  # hnsw.ef_search bounds (pgvector refuses more than 1000)
 EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more
-LEXICAL_BUDGET = 2000  # postings of the rarest query terms the index path scores
+LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by BM25 (each read costs ~10 us)
 
 SCORE_COLUMNS = (
     "seq, vec <=> %(q)b, updated_at, cardinality(terms), "
@@ -81,7 +81,7 @@ def search(
     blank = not np.any(qvec)
     upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
     if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
-        rows = _index_rows(scope, where, params, weights, dfs, fetch, total, table_rows, upto)
+        rows = _index_rows(scope, where, params, weights, dfs, fetch, total, table_rows, upto, avgdl)
         path = "index"
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
@@ -175,6 +175,7 @@ def _index_rows(
     total: int,
     table_rows: int,
     upto: int,
+    avgdl: float,
 ) -> list[tuple] | None:
     """Candidates from the HNSW index (rows up to its watermark `upto`), the rows written since
     (exactly: the `fetch` of highest cosine) and the rarest terms' rows; None when the index
@@ -204,11 +205,29 @@ def _index_rows(
         if len(near) + len(recent) < min(fetch, total):
             return None
         rare = _rarest(list(weights), dfs)
-        statement = (
-            f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} "
-            "AND (seq = ANY(%(near)s::bigint[]) OR terms && %(rare)s::text[])"
-        )
-        return conn.execute(statement, {**params, "near": near + recent, "rare": rare}).fetchall()
+        leaders = []
+        if rare:
+            numbered: dict[str, Any] = {f"t{i}": term for i, term in enumerate(weights)}
+            numbered.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
+            statement = _leaders_sql(where, len(weights))
+            values = {**params, **numbered, "rare": rare, "avgdl": avgdl, "fetch": fetch}
+            leaders = [r[0] for r in conn.execute(statement, values).fetchall()]
+        statement = f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} AND seq = ANY(%(near)s::bigint[])"
+        return conn.execute(statement, {**params, "near": near + recent + leaders}).fetchall()
+
+
+def _leaders_sql(where: str, count: int) -> str:
+    """The BM25 leaders among the rows holding the chosen terms, scored in SQL by the formula of
+    `bm25` below (only their `seq` travels), as files/search.py takes the best `want` BM25 rows.
+    One term of the sum per query term (`array_positions` counts its occurrences); the text
+    depends only on how many terms there are: every term and weight is a parameter."""
+    norm = f"{K1!r} * (1 - {B!r} + {B!r} * cardinality(terms) / %(avgdl)s)"
+    parts = [f"%(w{i})s * tf{i} * {K1 + 1!r} / (tf{i} + {norm})" for i in range(count)]
+    tfs = ", ".join(f"cardinality(array_positions(terms, %(t{i})s::text)) AS tf{i}" for i in range(count))
+    return (
+        f"SELECT seq FROM (SELECT seq, terms, {tfs} FROM mem_records WHERE {where} AND terms && %(rare)s::text[]) AS m "
+        f"ORDER BY {' + '.join(parts)} DESC LIMIT %(fetch)s"
+    )
 
 
 def _rarest(qterms: list[str], dfs: list[int]) -> list[str]:
