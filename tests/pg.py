@@ -145,3 +145,13 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
     url = fresh_database()
     yield url
     pg_server.drop_database(database_of(url))
+
+
+def records_containing(url: str, text: str) -> int:
+    """How many rows of the store at `url` hold `text` anywhere (the PostgreSQL side of a test
+    that greps the files backend's files for content that must be gone)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM mem_records WHERE strpos(raw, %s) > 0", [text]).fetchone()
+    return int(row[0]) if row else 0

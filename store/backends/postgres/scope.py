@@ -62,10 +62,13 @@ class PgScope(Scope):
     # -- reading ----------------------------------------------------------------------------
 
     def get(self, rid: str, now: float) -> Doc | None:
+        if "\x00" in rid:  # text cannot hold NUL, so no record has such an id (writes refuse it)
+            return None
         rows = self._run(f"SELECT raw FROM mem_records WHERE {KEY} AND id = %(id)s AND {LIVE}", {"id": rid, "now": now})
         return load(rows[0][0]) if rows else None
 
     def get_many(self, rids: list[str], now: float) -> dict[str, Doc]:
+        rids = [rid for rid in rids if "\x00" not in rid]  # as in `get`
         if not rids:
             return {}
         rows = self._run(

@@ -100,11 +100,14 @@ def _where(scope: PgScope, now: float, filters: Filters) -> tuple[str, dict[str,
     where = f"{KEY} AND {LIVE}"
     params: dict[str, Any] = {**scope.key, "now": now}
     if filters.tags:
+        # a tag or id with NUL matches nothing: no stored one can hold it (text cannot)
         where += " AND tags @> %(tags)s::text[]"
-        params["tags"] = list(filters.tags)
+        params["tags"] = [tag.replace("\x00", "") for tag in filters.tags]
+        if any("\x00" in tag for tag in filters.tags):
+            where += " AND false"
     if filters.ids is not None:
         where += " AND id = ANY(%(ids)s::text[])"
-        params["ids"] = list(filters.ids)
+        params["ids"] = [rid for rid in filters.ids if "\x00" not in rid]
     return where, params
 
 
