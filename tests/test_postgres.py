@@ -505,3 +505,51 @@ def test_the_vector_column_and_its_index_come_with_the_first_vectors(backend, pg
     (row,) = [r for r in backend.stats("ns") if r["kind"] == "semantic"]
     assert (row["indexed"], row["pending"]) == (4, 0)
     assert backend.doctor() == []
+
+
+def test_sql_bm25_leaders_rank_as_the_python_formula(backend):
+    from store.lexical import idf
+
+    docs = [entry(f"e{i}", text) for i, text in enumerate(TEXTS * 3)]
+    docs = [{**d, "id": f"e{i}", "key": {"k": i}} for i, d in enumerate(docs)]
+    target = put(backend, "ns", "semantic", docs)
+    query = ["cat", "physic", "warm"]
+    where, params = pg_search._where(target, clock.now(), Filters())
+    n_docs, total_len, dfs, _, _, _ = pg_search._statistics(
+        target, where, {**params, "qt": query, "q": None}, Filters()
+    )
+    weights = {t: idf(n_docs, df) for t, df in zip(query, dfs, strict=True)}
+    avgdl = total_len / n_docs
+    values = {f"t{i}": t for i, t in enumerate(weights)} | {f"w{i}": w for i, w in enumerate(weights.values())}
+    statement = pg_search._leaders_sql(where, len(weights))
+    with backend.db.connection() as conn:
+        seqs = [
+            r[0] for r in conn.execute(statement, {**params, **values, "rare": query, "avgdl": avgdl, "fetch": 100})
+        ]
+        rows = conn.execute(f"SELECT seq, terms FROM mem_records WHERE {pg_search.KEY}", params).fetchall()
+    from collections import Counter
+
+    expected = {
+        seq: pg_search.bm25(Counter(t for t in terms if t in weights), weights, len(terms), avgdl)
+        for seq, terms in rows
+    }
+    scores = [expected[s] for s in seqs]
+    assert scores == sorted(scores, reverse=True) and len(seqs) == sum(1 for v in expected.values() if v > 0)
+
+
+def test_a_one_shot_command_builds_the_index_when_it_closes(pg_url, monkeypatch):
+    from store.backends.postgres import backend as pg_backend
+
+    monkeypatch.setattr(pg_backend, "BUILD_MIN", 5)
+    store = open_postgres(pg_url, "hash")
+    put(store, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(6)])
+    assert store.stats("ns")[0]["pending"] == 6
+    store.close()
+    again = open_postgres(pg_url, "hash")
+    assert (again.stats("ns")[0]["indexed"], again.stats("ns")[0]["pending"]) == (6, 0)
+    again.close()
+    server = open_postgres(pg_url, "hash", pooled=True)  # a server builds in a thread of its own
+    put(server, "ns", "semantic", [entry(f"f{i}", TEXTS[i]) for i in range(6)])
+    server._builder.join(timeout=60)
+    assert (server.stats("ns")[0]["indexed"], server.stats("ns")[0]["pending"]) == (12, 0)
+    server.close()
