@@ -553,3 +553,48 @@ def test_a_one_shot_command_builds_the_index_when_it_closes(pg_url, monkeypatch)
     server._builder.join(timeout=60)
     assert (server.stats("ns")[0]["indexed"], server.stats("ns")[0]["pending"]) == (12, 0)
     server.close()
+
+
+def test_writers_during_a_reindex_end_with_vectors_of_the_new_dimension(pg_url, tmp_path, monkeypatch):
+    from store.service import MemoryService
+
+    monkeypatch.delenv("MEM_EMBEDDER")
+    first = MemoryService(tmp_path / "a", embedder="hash", store=pg_url)
+    first.store(first.scope("ns", "agent"), [{"key": {"k": "seed"}, "content": "seed", "tier": "semantic"}])
+    first.close()
+    writer = MemoryService(tmp_path / "b", store=pg_url)  # takes the recorded embedder, whatever it is
+    stop = threading.Event()
+    failures = []
+    written = [0]
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            written[0] = i
+            try:
+                writer.store(
+                    writer.scope("ns", "agent"), [{"key": {"k": i}, "content": f"note {i}", "tier": "semantic"}]
+                )
+            except Exception as exc:  # noqa: BLE001 - collected, asserted below
+                failures.append(exc)
+                return
+            i += 1
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    admin = open_postgres(pg_url, None)
+    try:
+        for name in ("hash:32", "hash:48", "hash"):
+            before = written[0]
+            while written[0] < before + 3 and thread.is_alive():  # writes before and after each reindex
+                stop.wait(0.01)
+            admin.reindex(name)
+    finally:
+        stop.set()
+        thread.join()
+    assert not failures and written[0] >= 9
+    assert admin_sql(pg_url, "SELECT DISTINCT vector_dims(vec) FROM mem_records") == [(64,)]
+    assert admin_sql(pg_url, "SELECT count(*) FROM mem_records WHERE vec IS NULL") == [(0,)]
+    assert admin.doctor() == []
+    writer.close()
+    admin.close()
