@@ -28,26 +28,26 @@ PASSWORD = "s3cret-Pa55word"
 
 
 @pytest.fixture
-def backend(pg_url):
+def db(pg_url):
     store = open_postgres(pg_url, "hash")
     yield store
     store.close()
 
 
-def recs(backend, schema, docs):
+def recs(db, schema, docs):
     """Journal-style records for `docs` (embedded when the schema is searchable)."""
     out = [{"id": d["id"], "doc": d, "size": len(orjson.dumps(d))} for d in docs]
     if SCHEMAS[schema].indexed and out:
-        for rec, vec in zip(out, encode_vectors(backend.embed([SCHEMAS[schema].text(d) for d in docs])), strict=True):
+        for rec, vec in zip(out, encode_vectors(db.embed([SCHEMAS[schema].text(d) for d in docs])), strict=True):
             rec["vec"] = vec
     return out
 
 
-def put(backend, namespace, kind, docs, *scope, schema="entries"):
-    target = backend.scope(namespace, kind, *scope, schema=schema)
-    with backend.lock(namespace):
-        target.append({"op": "put", "recs": recs(backend, schema, docs)})
-    backend.after_write(target)
+def put(db, namespace, kind, docs, *scope, schema="entries"):
+    target = db.scope(namespace, kind, *scope, schema=schema)
+    with db.lock(namespace):
+        target.append({"op": "put", "recs": recs(db, schema, docs)})
+    db.after_write(target)
     return target
 
 
@@ -190,8 +190,8 @@ def test_migrations_are_idempotent_and_safe_for_eight_processes_at_once(pg_url):
         store.close()
 
 
-def test_a_schema_newer_than_the_code_is_refused_and_reported(backend, pg_url):
-    backend.namespaces()
+def test_a_schema_newer_than_the_code_is_refused_and_reported(db, pg_url):
+    db.namespaces()
     admin_sql(pg_url, "UPDATE mem_schema SET version = version + 1")
     newer = open_postgres(pg_url, "hash")
     with pytest.raises(StoreUnavailable, match="newer than this mem"):
@@ -225,85 +225,85 @@ def test_lock_makes_read_modify_write_atomic_across_connections(pg_url):
         store.close()
 
 
-def test_a_block_that_raises_writes_nothing_and_nested_locks_join(backend):
-    target = backend.scope("ns", "kv")
-    with pytest.raises(RuntimeError), backend.lock("ns"):
+def test_a_block_that_raises_writes_nothing_and_nested_locks_join(db):
+    target = db.scope("ns", "kv")
+    with pytest.raises(RuntimeError), db.lock("ns"):
         target.append({"op": "put", "recs": [{"id": "a", "doc": {"id": "a"}, "size": 10}]})
         assert target.get("a", clock.now()) == {"id": "a"}  # the block reads its own write
         raise RuntimeError("boom")
     assert target.get("a", clock.now()) is None
-    assert backend.usage("ns", clock.now()) == (0, 0)
-    other = backend.scope("other", "kv")
-    with backend.lock("ns"), backend.lock("other"), backend.lock("ns"):
+    assert db.usage("ns", clock.now()) == (0, 0)
+    other = db.scope("other", "kv")
+    with db.lock("ns"), db.lock("other"), db.lock("ns"):
         target.append({"op": "put", "recs": [{"id": "a", "doc": {"id": "a"}, "size": 10}]})
         other.append({"op": "put", "recs": [{"id": "b", "doc": {"id": "b"}, "size": 10}]})
     assert target.get("a", clock.now()) and other.get("b", clock.now())
 
 
-def test_read_only_refuses_the_lock(backend):
+def test_read_only_refuses_the_lock(db):
     from store.errors import Unauthorized
 
-    backend.read_only = True
-    with pytest.raises(Unauthorized), backend.lock("ns"):
+    db.read_only = True
+    with pytest.raises(Unauthorized), db.lock("ns"):
         pass
 
 
-def test_hostile_names_are_data(backend, pg_url):
+def test_hostile_names_are_data(db, pg_url):
     names = ["it's", 'say "hi"', "back\\slash", "'; drop table mem_records; --", "日本語 ✓", "%s %(x)s {}", "a\nb"]
     for name in names:
         docs = [{"id": name, "value": name, "tags": [name]}]
-        put(backend, name, name, docs, name, name, schema="records")
+        put(db, name, name, docs, name, name, schema="records")
     for name in names:
-        target = backend.scope(name, name, name, name)
+        target = db.scope(name, name, name, name)
         assert target.get(name, clock.now()) == {"id": name, "value": name, "tags": [name]}
-        assert [s.descriptor["scope"] for s in backend.scopes(name)] == [[name, name]]
+        assert [s.descriptor["scope"] for s in db.scopes(name)] == [[name, name]]
         assert ids(target.search(clock.now(), Filters(tags=(name,)))) == [name]
-    assert sorted(backend.namespaces()) == sorted(names)
+    assert sorted(db.namespaces()) == sorted(names)
     assert admin_sql(pg_url, "SELECT count(*) FROM mem_records") == [(len(names),)]
     with pytest.raises(InvalidInput):
-        backend.lock("nul\x00name").__enter__()
+        db.lock("nul\x00name").__enter__()
     with pytest.raises(InvalidInput):
-        backend.scope("", "kv")
+        db.scope("", "kv")
 
 
-def test_records_come_back_exactly_as_written(backend, pg_url):
+def test_records_come_back_exactly_as_written(db, pg_url):
     doc = {"id": "x", "zeta": 1, "alpha": {"b": 2.0, "a": 1e20}, "nul": "a\x00b", "big": 12345678901234567, "neg": -0.5}
-    put(backend, "ns", "json", [doc], schema="records")
-    back = backend.scope("ns", "json").get("x", clock.now())
+    put(db, "ns", "json", [doc], schema="records")
+    back = db.scope("ns", "json").get("x", clock.now())
     assert orjson.dumps(back) == orjson.dumps(doc)  # key order, float spelling, NUL characters
     assert list(back) == list(doc) and isinstance(back["alpha"]["a"], float)
     assert admin_sql(pg_url, "SELECT doc ->> 'nul' FROM mem_records") == [("a\ufffdb",)]  # jsonb cannot hold NUL
 
 
-def test_the_system_namespace_is_kept_apart(backend):
-    put(backend, SYSTEM, "sessions", [{"id": "s1"}], schema="records")
-    assert backend.scope(SYSTEM, "sessions").get("s1", clock.now()) == {"id": "s1"}
-    assert backend.namespaces() == []
-    assert backend.stats() == []
+def test_the_system_namespace_is_kept_apart(db):
+    put(db, SYSTEM, "sessions", [{"id": "s1"}], schema="records")
+    assert db.scope(SYSTEM, "sessions").get("s1", clock.now()) == {"id": "s1"}
+    assert db.namespaces() == []
+    assert db.stats() == []
 
 
 # -- reading -----------------------------------------------------------------------------------
 
 
-def test_get_many_docs_order_and_usage(backend):
+def test_get_many_docs_order_and_usage(db):
     docs = [{"id": f"r{i}", "n": i} for i in range(5)]
-    target = put(backend, "ns", "todo", docs, schema="records")
-    put(backend, "ns", "todo", [{"id": "r1", "n": 100}], schema="records")  # an update keeps its place
+    target = put(db, "ns", "todo", docs, schema="records")
+    put(db, "ns", "todo", [{"id": "r1", "n": 100}], schema="records")  # an update keeps its place
     now = clock.now()
     assert [d["n"] for d in target.docs(now)] == [0, 100, 2, 3, 4]
     assert target.get_many(["r1", "r4", "nope"], now) == {"r1": {"id": "r1", "n": 100}, "r4": {"id": "r4", "n": 4}}
     size = sum(len(orjson.dumps(d)) for d in [docs[0], {"id": "r1", "n": 100}, *docs[2:]])
-    assert target.usage(now) == (5, size) == backend.usage("ns", now)
-    with backend.lock("ns"):
+    assert target.usage(now) == (5, size) == db.usage("ns", now)
+    with db.lock("ns"):
         target.append({"op": "del", "ids": ["r0", "r0", "missing"]})
-    assert target.usage(now)[0] == 4 and backend.usage("ns", now)[0] == 4
+    assert target.usage(now)[0] == 4 and db.usage("ns", now)[0] == 4
 
 
-def test_docs_pages_through_a_large_scope(backend, monkeypatch):
+def test_docs_pages_through_a_large_scope(db, monkeypatch):
     from store.backends.postgres import scope as pg_scope
 
     monkeypatch.setattr(pg_scope, "PAGE", 7)
-    target = put(backend, "ns", "kv", [{"id": f"{i:03d}"} for i in range(30)], schema="records")
+    target = put(db, "ns", "kv", [{"id": f"{i:03d}"} for i in range(30)], schema="records")
     assert [d["id"] for d in target.docs(clock.now())] == [f"{i:03d}" for i in range(30)]
 
 
@@ -319,12 +319,12 @@ TEXTS = [
 ]
 
 
-def test_search_contract_and_parity_with_the_files_backend(backend):
+def test_search_contract_and_parity_with_the_files_backend(db):
     docs = [entry(f"e{i}", text, tags=["even"] if i % 2 == 0 else []) for i, text in enumerate(TEXTS)]
-    target = put(backend, "ns", "semantic", docs)
+    target = put(db, "ns", "semantic", docs)
     now = clock.now()
     query = "cat physics"
-    qvec = backend.embed([query])[0]
+    qvec = db.embed([query])[0]
     parts = target.search(now, Filters(), qvec, query, k=2)
     assert sum(p.total for p in parts) == len(TEXTS)  # counted before any cut
     relevance = {p.doc(i)["id"]: float(p.relevance[i]) for p in parts for i in range(len(p.rows))}
@@ -332,12 +332,12 @@ def test_search_contract_and_parity_with_the_files_backend(backend):
     full = target.search(now, Filters(), qvec, query, k=2, exhaustive=True)
     assert sorted(ids(full)) == sorted(d["id"] for d in docs)
 
-    # the files backend, given the same records, ranks them with the same relevance
+    # the files db, given the same records, ranks them with the same relevance
     from store.backends.files.search import Filters as FileFilters
     from store.backends.files.search import search as files_search
 
-    shard = backend.memory_scope("entries")
-    shard.append({"op": "put", "recs": recs(backend, "entries", docs)})
+    shard = db.memory_scope("entries")
+    shard.append({"op": "put", "recs": recs(db, "entries", docs)})
     expected = {}
     for part in files_search(shard, now, FileFilters(), qvec, query, k=10, exhaustive=True):
         for i in range(len(part.rows)):
@@ -353,29 +353,29 @@ def test_search_contract_and_parity_with_the_files_backend(backend):
     assert ids(only) == ["e3"] and only[0].total == 1
 
 
-def test_search_without_a_query_ranks_by_score(backend):
+def test_search_without_a_query_ranks_by_score(db):
     docs = [entry(f"e{i}", f"note {i}", score=s) for i, s in enumerate([0.2, 0.9, 0.5])]
-    target = put(backend, "ns", "semantic", docs)
+    target = put(db, "ns", "semantic", docs)
     (part,) = target.search(clock.now(), Filters())
     assert part.total == 3 and np.all(part.relevance == 1.0)
     assert [part.doc(int(i))["id"] for i in np.argsort(-part.rank)] == ["e1", "e2", "e0"]
 
 
-def test_index_path_agrees_with_exact_search(backend, monkeypatch):
+def test_index_path_agrees_with_exact_search(db, monkeypatch):
     words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda", "theta", "zeta"]
     rng = np.random.default_rng(7)
     docs = [entry(f"e{i}", " ".join(rng.choice(words, 4))) for i in range(400)]
-    target = put(backend, "ns", "semantic", docs[:350])
-    put(backend, "ns", "episodic", docs[:50], "agent")  # another scope of the same table
-    assert backend.build_index(force=True)
-    put(backend, "ns", "semantic", docs[350:])  # written after the index: searched exactly
-    (row,) = [r for r in backend.stats("ns") if r["kind"] == "semantic"]
+    target = put(db, "ns", "semantic", docs[:350])
+    put(db, "ns", "episodic", docs[:50], "agent")  # another scope of the same table
+    assert db.build_index(force=True)
+    put(db, "ns", "semantic", docs[350:])  # written after the index: searched exactly
+    (row,) = [r for r in db.stats("ns") if r["kind"] == "semantic"]
     assert (row["indexed"], row["pending"]) == (350, 50)
     monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
     now = clock.now()
     hits = 0
     for query in ["alpha beta", "omega sigma kappa", "theta", "zeta delta gamma"]:
-        qvec = backend.embed([query])[0]
+        qvec = db.embed([query])[0]
         (indexed,) = target.search(now, Filters(), qvec, query, k=10)
         (exact,) = target.search(now, Filters(), qvec, query, k=10, exhaustive=True)
         assert indexed.path == "index" and exact.path == "exact" and indexed.total == exact.total == 400
@@ -386,13 +386,13 @@ def test_index_path_agrees_with_exact_search(backend, monkeypatch):
     # a scope too small a share of the table for the index: searched exactly
     monkeypatch.setattr(pg_search, "EXACT_MAX", 10)
     monkeypatch.setattr(pg_search, "EF_MAX", 100)
-    small = backend.scope("ns", "episodic", "agent", schema="entries")
-    (part,) = small.search(now, Filters(), backend.embed(["alpha"])[0], "alpha", k=10)
+    small = db.scope("ns", "episodic", "agent", schema="entries")
+    (part,) = small.search(now, Filters(), db.embed(["alpha"])[0], "alpha", k=10)
     assert part.path == "exact" and part.total == 50
 
 
-def test_query_vector_of_another_dimension_ranks_by_words(backend):
-    target = put(backend, "ns", "semantic", [entry("e0", "lentil soup"), entry("e1", "cat")])
+def test_query_vector_of_another_dimension_ranks_by_words(db):
+    target = put(db, "ns", "semantic", [entry("e0", "lentil soup"), entry("e1", "cat")])
     (part,) = target.search(clock.now(), Filters(), np.ones(8, dtype=np.float32), "lentil", k=5)
     scores = {part.doc(i)["id"]: part.relevance[i] for i in range(len(part.rows))}
     assert scores["e0"] > 0 and scores["e1"] == 0
@@ -401,37 +401,37 @@ def test_query_vector_of_another_dimension_ranks_by_words(backend):
 # -- expiry, gc, stats, doctor -----------------------------------------------------------------
 
 
-def test_expired_records_are_hidden_then_purged(backend, pg_url):
+def test_expired_records_are_hidden_then_purged(db, pg_url):
     now = clock.now()
     docs = [entry("old", "cat", expires_at=now + 5), entry("new", "cat")]
-    target = put(backend, "ns", "semantic", docs)
+    target = put(db, "ns", "semantic", docs)
     clock.set_offset(10)
     later = clock.now()
     assert target.get("old", later) is None and target.get("new", later) is not None
     assert [d["id"] for d in target.docs(later)] == ["new"]
     assert ids(target.search(later, Filters())) == ["new"]
-    assert ids(target.search(later, Filters(), backend.embed(["cat"])[0], "cat")) == ["new"]
-    assert backend.usage("ns", later)[0] == 1 and target.usage(later)[0] == 1
-    (row,) = backend.stats("ns")
+    assert ids(target.search(later, Filters(), db.embed(["cat"])[0], "cat")) == ["new"]
+    assert db.usage("ns", later)[0] == 1 and target.usage(later)[0] == 1
+    (row,) = db.stats("ns")
     assert (row["entries"], row["expired"]) == (1, 1)
-    assert backend.checkpoint() == 2  # one scope purged, and the index built
+    assert db.checkpoint() == 2  # one scope purged, and the index built
     assert admin_sql(pg_url, "SELECT id FROM mem_records") == [("new",)]
-    assert backend.usage("ns", later)[0] == 1
-    assert backend.doctor() == []  # the counters followed the purge
+    assert db.usage("ns", later)[0] == 1
+    assert db.doctor() == []  # the counters followed the purge
 
 
-def test_doctor_finds_and_repairs_drifted_statistics(backend, pg_url):
-    put(backend, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(4)])
-    assert backend.doctor() == []
+def test_doctor_finds_and_repairs_drifted_statistics(db, pg_url):
+    put(db, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(4)])
+    assert db.doctor() == []
     admin_sql(pg_url, "UPDATE mem_usage SET entries = entries + 3")
     admin_sql(pg_url, "UPDATE mem_scopes SET n_docs = 99")
     admin_sql(pg_url, "DELETE FROM mem_terms WHERE term = 'cat'")
-    findings = backend.doctor()
+    findings = db.doctor()
     where = sorted(f["where"] for f in findings)
     assert where == ["mem_scopes[ns/semantic]", "mem_terms[ns/semantic]", "mem_usage[ns]"]
     assert all(not f["fixed"] for f in findings)
-    assert all(f["fixed"] for f in backend.doctor(repair=True))
-    assert backend.doctor() == []
+    assert all(f["fixed"] for f in db.doctor(repair=True))
+    assert db.doctor() == []
     assert PASSWORD not in str(findings)
 
 
@@ -441,25 +441,25 @@ def test_doctor_reports_an_unreachable_store_as_a_finding():
     assert PASSWORD not in str(finding) and "***" in finding["where"]
 
 
-def test_delete_namespace_and_drop_scope(backend):
-    put(backend, "ns", "kv", [{"id": "a"}], schema="records")
-    put(backend, "ns", "working", [entry("w", "scratch")], "session-1")
-    backend.drop_scope("ns", "working", "session-1")
-    assert [s.kind for s in backend.scopes("ns")] == ["kv"]
-    assert backend.usage("ns", clock.now())[0] == 1
-    assert backend.delete_namespace("ns") == {"namespace": "ns", "deleted": True}
-    assert backend.namespaces() == [] and backend.scopes("ns") == []
+def test_delete_namespace_and_drop_scope(db):
+    put(db, "ns", "kv", [{"id": "a"}], schema="records")
+    put(db, "ns", "working", [entry("w", "scratch")], "session-1")
+    db.drop_scope("ns", "working", "session-1")
+    assert [s.kind for s in db.scopes("ns")] == ["kv"]
+    assert db.usage("ns", clock.now())[0] == 1
+    assert db.delete_namespace("ns") == {"namespace": "ns", "deleted": True}
+    assert db.namespaces() == [] and db.scopes("ns") == []
     with pytest.raises(NotFound):
-        backend.delete_namespace("ns")
+        db.delete_namespace("ns")
 
 
-def test_reindex_changes_the_dimension_and_other_processes_notice(backend, pg_url):
+def test_reindex_changes_the_dimension_and_other_processes_notice(db, pg_url):
     docs = [entry(f"e{i}", text) for i, text in enumerate(TEXTS)]
-    target = put(backend, "ns", "semantic", docs)
+    target = put(db, "ns", "semantic", docs)
     other = open_postgres(pg_url, None)
     assert other.recorded_embedder() == {"embedder": "hash", "dim": 64}
     epoch = other.epoch
-    result = backend.reindex("hash:32")
+    result = db.reindex("hash:32")
     assert result == {"embedder": "hash:32", "dim": 32, "shards": 1, "entries": len(TEXTS)}
     assert admin_sql(pg_url, "SELECT DISTINCT vector_dims(vec) FROM mem_records") == [(32,)]
     with other.lock("ns"):  # a writer's lock entry reads the embedder again
@@ -468,7 +468,7 @@ def test_reindex_changes_the_dimension_and_other_processes_notice(backend, pg_ur
     query = "cat physics"
     parts = target.search(clock.now(), Filters(), get_embedder("hash:32").embed([query])[0], query, k=3)
     assert max(parts[0].vector) > 0.1 and parts[0].total == len(TEXTS)
-    assert backend.doctor() == []
+    assert db.doctor() == []
     other.close()
 
 
@@ -490,18 +490,111 @@ def test_concurrent_bulk_puts_keep_the_statistics_exact(pg_url):
         store.close()
 
 
-def test_the_vector_column_and_its_index_come_with_the_first_vectors(backend, pg_url):
+def test_the_vector_column_and_its_index_come_with_the_first_vectors(db, pg_url):
     column = "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'mem_records'::regclass AND attname = 'vec'"
     indexes = "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'mem_records_vec%%' ORDER BY 1"
-    put(backend, "ns", "kv", [{"id": "a"}], schema="records")
-    assert backend.recorded_embedder() is None and admin_sql(pg_url, column) == [(-1,)]
-    put(backend, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(3)])
+    put(db, "ns", "kv", [{"id": "a"}], schema="records")
+    assert db.recorded_embedder() is None and admin_sql(pg_url, column) == [(-1,)]
+    put(db, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(3)])
     assert admin_sql(pg_url, column) == [(64,)] and admin_sql(pg_url, indexes) == []  # a write never waits for HNSW
-    assert backend.checkpoint() == 1  # `mem gc` builds the index of the rows written so far
+    assert db.checkpoint() == 1  # `mem gc` builds the index of the rows written so far
     (name,) = admin_sql(pg_url, indexes)[0]
-    put(backend, "ns", "semantic", [entry("e9", "late")])
-    assert backend.build_index(force=True)  # a newer watermark replaces the index
+    put(db, "ns", "semantic", [entry("e9", "late")])
+    assert db.build_index(force=True)  # a newer watermark replaces the index
     assert admin_sql(pg_url, indexes) != [(name,)] and len(admin_sql(pg_url, indexes)) == 1
-    (row,) = [r for r in backend.stats("ns") if r["kind"] == "semantic"]
+    (row,) = [r for r in db.stats("ns") if r["kind"] == "semantic"]
     assert (row["indexed"], row["pending"]) == (4, 0)
-    assert backend.doctor() == []
+    assert db.doctor() == []
+
+
+def test_sql_bm25_leaders_rank_as_the_python_formula(db):
+    from store.lexical import idf
+
+    docs = [entry(f"e{i}", text) for i, text in enumerate(TEXTS * 3)]
+    docs = [{**d, "id": f"e{i}", "key": {"k": i}} for i, d in enumerate(docs)]
+    target = put(db, "ns", "semantic", docs)
+    query = ["cat", "physic", "warm"]
+    where, params = pg_search._where(target, clock.now(), Filters())
+    n_docs, total_len, dfs, _, _, _ = pg_search._statistics(
+        target, where, {**params, "qt": query, "q": None}, Filters()
+    )
+    weights = {t: idf(n_docs, df) for t, df in zip(query, dfs, strict=True)}
+    avgdl = total_len / n_docs
+    values = {f"t{i}": t for i, t in enumerate(weights)} | {f"w{i}": w for i, w in enumerate(weights.values())}
+    statement = pg_search._leaders_sql(where, len(weights))
+    with db.db.connection() as conn:
+        seqs = [
+            r[0] for r in conn.execute(statement, {**params, **values, "rare": query, "avgdl": avgdl, "fetch": 100})
+        ]
+        rows = conn.execute(f"SELECT seq, terms FROM mem_records WHERE {pg_search.KEY}", params).fetchall()
+    from collections import Counter
+
+    expected = {
+        seq: pg_search.bm25(Counter(t for t in terms if t in weights), weights, len(terms), avgdl)
+        for seq, terms in rows
+    }
+    scores = [expected[s] for s in seqs]
+    assert scores == sorted(scores, reverse=True) and len(seqs) == sum(1 for v in expected.values() if v > 0)
+
+
+def test_a_one_shot_command_builds_the_index_when_it_closes(pg_url, monkeypatch):
+    from store.backends.postgres import backend as pg_backend
+
+    monkeypatch.setattr(pg_backend, "BUILD_MIN", 5)
+    store = open_postgres(pg_url, "hash")
+    put(store, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(6)])
+    assert store.stats("ns")[0]["pending"] == 6
+    store.close()
+    again = open_postgres(pg_url, "hash")
+    assert (again.stats("ns")[0]["indexed"], again.stats("ns")[0]["pending"]) == (6, 0)
+    again.close()
+    server = open_postgres(pg_url, "hash", pooled=True)  # a server builds in a thread of its own
+    put(server, "ns", "semantic", [entry(f"f{i}", TEXTS[i]) for i in range(6)])
+    server._builder.join(timeout=60)
+    assert (server.stats("ns")[0]["indexed"], server.stats("ns")[0]["pending"]) == (12, 0)
+    server.close()
+
+
+def test_writers_during_a_reindex_end_with_vectors_of_the_new_dimension(pg_url, tmp_path, monkeypatch):
+    from store.service import MemoryService
+
+    monkeypatch.delenv("MEM_EMBEDDER")
+    first = MemoryService(tmp_path / "a", embedder="hash", store=pg_url)
+    first.store(first.scope("ns", "agent"), [{"key": {"k": "seed"}, "content": "seed", "tier": "semantic"}])
+    first.close()
+    writer = MemoryService(tmp_path / "b", store=pg_url)  # takes the recorded embedder, whatever it is
+    stop = threading.Event()
+    failures = []
+    written = [0]
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            written[0] = i
+            try:
+                writer.store(
+                    writer.scope("ns", "agent"), [{"key": {"k": i}, "content": f"note {i}", "tier": "semantic"}]
+                )
+            except Exception as exc:  # noqa: BLE001 - collected, asserted below
+                failures.append(exc)
+                return
+            i += 1
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    admin = open_postgres(pg_url, None)
+    try:
+        for name in ("hash:32", "hash:48", "hash"):
+            before = written[0]
+            while written[0] < before + 3 and thread.is_alive():  # writes before and after each reindex
+                stop.wait(0.01)
+            admin.reindex(name)
+    finally:
+        stop.set()
+        thread.join()
+    assert not failures and written[0] >= 9
+    assert admin_sql(pg_url, "SELECT DISTINCT vector_dims(vec) FROM mem_records") == [(64,)]
+    assert admin_sql(pg_url, "SELECT count(*) FROM mem_records WHERE vec IS NULL") == [(0,)]
+    assert admin.doctor() == []
+    writer.close()
+    admin.close()

@@ -236,13 +236,15 @@ class PostgresBackend(Backend):
                 held.add(name)
             yield self
             return
-        with self.db.transaction() as conn:
-            with conn.pipeline():
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    [*sch.EMBEDDER_LOCK, name],
-                )
-                meta = conn.execute(META)
+
+        def enter(conn: Any) -> Any:  # sent with the BEGIN: one round trip
+            conn.execute(
+                "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [*sch.EMBEDDER_LOCK, name],
+            )
+            return conn.execute(META)  # a statement of its own: a snapshot taken after the locks
+
+        with self.db.transaction(enter) as (_, meta):
             self._take_meta(*meta.fetchone())
             self._locked.names = {name}
             try:

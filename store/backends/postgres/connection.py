@@ -190,19 +190,27 @@ class Database:
         return getattr(self._local, "conn", None) is not None
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self, prelude: Callable[[Any], Any] | None = None) -> Iterator[Any]:
         """A transaction made the thread's current one: committed when the block exits normally,
-        rolled back when it raises. A nested call joins the outer transaction."""
+        rolled back when it raises. A nested call joins the outer transaction. `prelude(conn)`
+        runs first, sent with the BEGIN in one round trip (a pipeline); the block gets
+        (conn, what prelude returned)."""
         if self.in_transaction:
-            yield self._local.conn
+            yield self._local.conn, None
             return
         with self.connection() as conn:
+            tx = conn.transaction()
+            first = None
             with self.errors():
-                tx = conn.transaction()
-                tx.__enter__()
+                if prelude is None:
+                    tx.__enter__()
+                else:
+                    with conn.pipeline():
+                        tx.__enter__()
+                        first = prelude(conn)
             self._local.conn = conn
             try:
-                yield conn
+                yield conn, first
             except BaseException as exc:
                 self._local.conn = None
                 with contextlib.suppress(Exception):

@@ -112,7 +112,7 @@ class PgScope(Scope):
     # -- writing ----------------------------------------------------------------------------
 
     def append(self, op: Op) -> None:
-        with self.backend.db.transaction() as conn:  # the caller's write section (or one of its own)
+        with self.backend.db.transaction() as (conn, _):  # the caller's write section (or one of its own)
             if op.get("op") == "put":
                 self._put(conn, op["recs"])
             elif op.get("op") == "del":
@@ -132,11 +132,12 @@ class PgScope(Scope):
         if not latest:
             return
         batch = self._rows(list(latest.values()))
+        # one statement: the CTE reads the rows being replaced in the snapshot before the upsert
         old = conn.execute(
-            f"SELECT size, terms FROM mem_records WHERE {KEY} AND id = ANY(%(ids)s::text[])",
-            {**self.key, "ids": batch["ids"]},
+            f"WITH old AS (SELECT size, terms FROM mem_records WHERE {KEY} AND id = ANY(%(ids)s::text[])), "
+            f"upsert AS ({INSERT}) SELECT size, terms FROM old",
+            {**self.key, **batch},
         ).fetchall()
-        conn.execute(INSERT, {**self.key, **batch})
         delta = Delta(self.schema.name)
         for size, words in old:
             delta.remove(size, words)
@@ -194,8 +195,8 @@ class PgScope(Scope):
 
 
 # doc: the jsonb copy cannot hold NUL characters (the raw text keeps them, escaped)
-INSERT = """
-INSERT INTO mem_records (namespace, kind, scope, id, doc, raw, size, vec, terms, tags, score, updated_at, expires_at)
+INSERT = """INSERT INTO mem_records
+    (namespace, kind, scope, id, doc, raw, size, vec, terms, tags, score, updated_at, expires_at)
 SELECT %(ns)s, %(kind)s, %(scope)s::text[], u.id, replace(u.raw, '\\u0000', '\\ufffd')::jsonb, u.raw, u.size, u.vec,
        string_to_array(u.terms, ' '), ARRAY(SELECT jsonb_array_elements_text(u.tags::jsonb)),
        u.score, u.updated_at, u.expires_at
