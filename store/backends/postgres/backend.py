@@ -36,7 +36,8 @@ from typing import Any
 
 from ... import clock
 from ...embed import Embedder
-from ...errors import InvalidInput, StoreMismatch, Unauthorized
+from ...errors import InvalidInput, StoreMismatch, StoreUnavailable, Unauthorized
+from ...log import logger
 from ..base import SYSTEM, Backend, Doc, Progress, Scope
 from . import schema as sch
 from .connection import Database, database_name, redact_url
@@ -52,6 +53,11 @@ META = (
     "(SELECT value FROM mem_meta WHERE key = 'vector_index')"
 )
 DEADLOCK_RETRIES = 5
+NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
+
+
+def not_owner(exc: StoreUnavailable) -> bool:
+    return exc.detail.get("sqlstate") == NOT_OWNER
 
 
 class PostgresBackend(Backend):
@@ -69,6 +75,7 @@ class PostgresBackend(Backend):
         self._wrote = False  # whether this process wrote vectors (a one-shot command's close looks)
         self._meta_lock = threading.Lock()
         self._locked = threading.local()  # namespaces whose advisory lock this thread's transaction holds
+        self._owner = True  # False once the database refused this role a change of the tables
 
     # -- connection and schema ------------------------------------------------------------
 
@@ -149,6 +156,8 @@ class PostgresBackend(Backend):
         recorded = self._recorded
         if recorded is None or self._vector_dim == int(recorded["dim"]) or self.db.in_transaction or self.read_only:
             return
+        if not self._owner:
+            return
 
         def change(conn: Any) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.EMBEDDER_LOCK)
@@ -160,7 +169,22 @@ class PostgresBackend(Backend):
                 sch.set_vector_dim(conn, dim)
             self._vector_dim = dim
 
-        self.retrying(change)
+        try:
+            self.retrying(change)
+        except StoreUnavailable as exc:
+            if not not_owner(exc):
+                raise
+            self._refused_ddl()
+
+    def _refused_ddl(self) -> None:
+        """A least-privilege role (see the README) writes and reads records but may not change
+        the tables: the vector column's dimension and the HNSW index wait for the owner's next
+        `mem gc`. Vectors are stored all the same, and searched exactly until then."""
+        if self._owner:
+            logger("postgres").warning(
+                "this role may not change the tables of %s: the vector index is left to the owner's `mem gc`", self.url
+            )
+        self._owner = False
 
     def index_due(self, conn: Any) -> bool:
         """Whether enough rows were written since the HNSW index's watermark to build it again."""
@@ -171,8 +195,17 @@ class PostgresBackend(Backend):
     def build_index(self, force: bool = False) -> bool:
         """Build the HNSW index up to the newest row (`schema.build_vector_index`) if it is due
         (or `force`) and no other process is building one; returns whether it built."""
-        if self.read_only or self.db.in_transaction or self.recorded_embedder() is None:
+        if self.read_only or self.db.in_transaction or self.recorded_embedder() is None or not self._owner:
             return False
+        try:
+            return self._build_index(force)
+        except StoreUnavailable as exc:
+            if not not_owner(exc):
+                raise
+            self._refused_ddl()
+            return False
+
+    def _build_index(self, force: bool) -> bool:
         self.ensure_vector_column()
         with self.db.connection() as conn:
             if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
@@ -357,11 +390,13 @@ class PostgresBackend(Backend):
         return None
 
     def close(self) -> None:
-        """A one-shot command that wrote enough rows builds the HNSW index before it exits (as
-        a bulk import ends with one build rather than an index insertion per row)."""
-        if not self.db.pooled and self._wrote and not self.read_only:
-            with contextlib.suppress(Exception):
-                self.build_index()
+        """A one-shot command that wrote enough rows for the HNSW index to be due starts a
+        detached process that builds it (as a bulk import ends with one build rather than an
+        index insertion per row, and does not wait for it)."""
+        if not self.db.pooled and self._wrote and not self.read_only and self._owner:
+            with contextlib.suppress(Exception), self.db.connection() as conn:
+                if self.index_due(conn):
+                    spawn_build(self.db.url)
         if self._builder is not None:
             self._builder.join(timeout=0)  # a daemon thread: an interrupted build is cleaned up by the next
         self.db.close()
@@ -375,3 +410,21 @@ def check_namespace(namespace: Any) -> None:
         namespace.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(f"namespace {ascii(namespace)} is not valid UTF-8 text", {"field": "namespace"}) from None
+
+
+def spawn_build(url: str) -> None:
+    """Start `python -m store.backends.postgres.build` detached. The URL goes in the child's
+    environment, not its command line, where `ps` would show a password."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    subprocess.Popen(
+        [sys.executable, "-m", "store.backends.postgres.build"],
+        env={**os.environ, "MEM_STORE": url},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=str(Path(__file__).resolve().parents[3]),  # where `store` is importable from
+    )

@@ -1,0 +1,15 @@
+"""`python -m store.backends.postgres.build`: build the HNSW index of the store in `MEM_STORE`
+if it is due (started detached by a one-shot command that wrote many rows; see `backend.py`)."""
+
+from __future__ import annotations
+
+import os
+
+if __name__ == "__main__":
+    from .backend import PostgresBackend
+
+    backend = PostgresBackend(os.environ["MEM_STORE"])
+    try:
+        backend.build_index()
+    finally:
+        backend.db.close()

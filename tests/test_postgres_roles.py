@@ -1,0 +1,77 @@
+"""The README's least-privilege setup, run as written: an owner role makes the tables, agents
+connect as a role that may only read and write rows, and everything an agent does works."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.pg import database_of, fresh_database, server_url, with_user
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.files_only  # picks its own backend: a database with two roles
+
+
+def mem(url: str, home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEM_STORE": url, "MEM_HOME": str(home), "MEM_EMBEDDER": "hash", "MEM_CHECKPOINTS": "off"}
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
+
+
+@pytest.fixture
+def roles(tmp_path):
+    """(owner URL, agent URL) of a fresh database set up as the README says."""
+    url = fresh_database()
+    name, suffix = database_of(url), os.urandom(4).hex()
+    owner, agent = f"mem_owner_{suffix}", f"mem_agent_{suffix}"
+    with psycopg.connect(server_url(), autocommit=True) as admin:
+        for role in (owner, agent):
+            admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(name), sql.Identifier(owner)))
+    with psycopg.connect(url, autocommit=True) as conn:  # as a superuser: pgvector is not a trusted extension
+        conn.execute("CREATE EXTENSION vector")
+        conn.execute(sql.SQL("ALTER SCHEMA public OWNER TO {}").format(sql.Identifier(owner)))
+    owner_url, agent_url = with_user(url, owner, None), with_user(url, agent, None)
+    made = mem(owner_url, tmp_path / "owner", "reindex", "--embedder", "hash")  # tables, embedder, vector column
+    assert made.returncode == 0, made.stderr
+    with psycopg.connect(owner_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {}").format(
+                sql.Identifier(agent)
+            )
+        )
+        conn.execute(
+            sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {}").format(sql.Identifier(agent))
+        )
+    return owner_url, agent_url
+
+
+def test_an_agent_role_that_may_only_read_and_write_rows_does_all_an_agent_does(roles, tmp_path):
+    owner_url, agent_url = roles
+    home = tmp_path / "agent"
+    stored = mem(agent_url, home, "store", "-n", "team", "the deploy key rotates on Mondays")
+    assert stored.returncode == 0 and "WARNING" not in stored.stderr, stored.stderr
+    found = mem(agent_url, home, "retrieve", "-n", "team", "-q", "when does the deploy key rotate", "--format", "json")
+    assert found.returncode == 0 and "rotates on Mondays" in found.stdout, found.stderr
+    assert mem(agent_url, home, "todo", "save", "-n", "team", '{"title": "rotate the key"}').returncode == 0
+    assert mem(agent_url, home, "doctor").returncode == 0
+    purged = mem(agent_url, home, "gc")  # purging is row work; the index is the owner's
+    assert purged.returncode == 0, purged.stderr
+    assert mem(owner_url, tmp_path / "owner", "gc").returncode == 0
+
+
+def test_an_agent_role_cannot_change_the_tables(roles):
+    _, agent_url = roles
+    with psycopg.connect(agent_url, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DROP TABLE mem_records")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("ALTER TABLE mem_records ADD COLUMN x int")
