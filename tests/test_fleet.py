@@ -1,0 +1,760 @@
+"""The fleet proof of issue 11: many machines, one store, no acknowledged write lost.
+
+Each "machine" is a process with its OWN `--home` (its own config, no shared disk) that reaches
+one PostgreSQL database by its store URL, the way a team's laptops or CI runners would. The
+writers mix the three ways in: the one-shot CLI, `serve-stdio` (A2E NDJSON) and `serve-mcp` (the
+official MCP client). Every writer keeps a log of the writes it saw ACKNOWLEDGED; at the end a
+ninth home reads the store back and every acknowledged write must be there, whole, once.
+
+The same harness runs on the files backend (every machine then shares one `--home`, as processes
+on one machine do): it is the baseline the PostgreSQL run is held to, and it keeps the harness
+honest when PostgreSQL is not at hand.
+
+Database: a private PostgreSQL from the `pgserver` package (or the server `MEM_TEST_PG_URL` names),
+a fresh database per test. The long tests are marked `slow`: CI runs them bounded (under a minute
+each), `MEM_STRESS=1` runs them in full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+STRESS = bool(os.environ.get("MEM_STRESS"))
+NS = "fleet"
+SECRET = "fl33t-s3cr3t-pw"  # a password put in store URLs, which no output may show
+
+
+# -- the database --------------------------------------------------------------------------
+
+
+def _postgres_backend_present() -> bool:
+    return (REPO / "store" / "backends" / "postgres" / "__init__.py").exists()
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory) -> Iterator[str]:
+    """The URL of a PostgreSQL server with pgvector: MEM_TEST_PG_URL, else a private pgserver."""
+    if not _postgres_backend_present():
+        pytest.skip("the PostgreSQL backend (store/backends/postgres/) is not in this tree")
+    given = os.environ.get("MEM_TEST_PG_URL")
+    if given:
+        yield given
+        return
+    pgserver = pytest.importorskip("pgserver")
+    srv = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    try:
+        yield srv.get_uri()
+    finally:
+        srv.cleanup()
+
+
+def with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+def with_password(url: str, password: str) -> str:
+    parts = urlsplit(url)
+    user = parts.username or "postgres"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, f"{user}:{password}@{host}", parts.path, parts.query, parts.fragment))
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    """A fresh, empty database on the server, as a store URL."""
+    import psycopg
+
+    name = f"fleet_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return with_database(pg_server, name)
+
+
+# -- machines --------------------------------------------------------------------------------
+
+
+@dataclass
+class Fleet:
+    """Where each machine keeps its home, and how it names the store."""
+
+    backend: str  # "files" or "postgres"
+    root: Path
+    url: str | None = None
+
+    def home(self, machine: int | str) -> Path:
+        if self.url is None:
+            return self.root / "shared-home"  # files: one disk, shared by every process
+        return self.root / f"machine-{machine}"
+
+    def argv(self, machine: int | str, *args: str) -> list[str]:
+        """`mem ARGS` on `machine`: even machines name the store with --store, odd ones with
+        MEM_STORE (see `env`), so that both ways are exercised."""
+        prefix = [sys.executable, "-m", "cli.main", "--home", str(self.home(machine))]
+        if self.url is not None and _by_flag(machine):
+            prefix += ["--store", self.url]
+        return [*prefix, *args]
+
+    def env(self, machine: int | str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEM_")}
+        env.update(MEM_EMBEDDER="hash", MEM_CHECKPOINTS="off", PYTHONUNBUFFERED="1")
+        if self.url is not None and not _by_flag(machine):
+            env["MEM_STORE"] = self.url
+        return env
+
+    def mem(self, machine: int | str, *args: str, input: bytes | None = None, timeout: float = 120) -> Run:
+        proc = subprocess.run(
+            self.argv(machine, *args), input=input, capture_output=True, cwd=REPO, env=self.env(machine),
+            timeout=timeout,
+        )  # fmt: skip
+        return Run(args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+    def ok(self, machine: int | str, *args: str, input: bytes | None = None) -> Any:
+        """The JSON printed by a command that must succeed."""
+        run = self.mem(machine, *args, "-f", "json", input=input)
+        assert run.code == 0, f"mem {' '.join(args)} failed ({run.code}): {run.err}"
+        return json.loads(run.out)
+
+
+def _by_flag(machine: int | str) -> bool:
+    return (machine if isinstance(machine, int) else sum(map(ord, machine))) % 2 == 0
+
+
+@dataclass
+class Run:
+    args: tuple[str, ...]
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture(params=["files", "postgres"])
+def fleet(request, tmp_path) -> Fleet:
+    if request.param == "files":
+        return Fleet("files", tmp_path)
+    return Fleet("postgres", tmp_path, request.getfixturevalue("pg_url"))
+
+
+def no_leak(text: str, where: str) -> None:
+    """No traceback and no password in what a user sees."""
+    assert "Traceback" not in text, f"{where} shows a traceback:\n{text}"
+    assert SECRET not in text, f"{where} shows the password:\n{text}"
+
+
+# -- the A2E wire (serve-stdio) ---------------------------------------------------------------
+
+
+def a2e(kind: str, rid: str, **fields: Any) -> dict:
+    return {"type": kind, "id": rid, "version": "1.0", "ts": 0.0, **fields}
+
+
+class Stdio:
+    """One `mem serve-stdio` process on a machine, spoken to line by line."""
+
+    def __init__(self, fleet: Fleet, machine: int | str, log: Path) -> None:
+        self.log = log
+        self.err = open(log, "wb")
+        self.proc = subprocess.Popen(
+            fleet.argv(machine, "serve-stdio"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+            cwd=REPO, env=fleet.env(machine),
+        )  # fmt: skip
+        self.n = 0
+
+    def send(self, kind: str, **fields: Any) -> str:
+        self.n += 1
+        rid = f"r{self.n}"
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(orjson.dumps(a2e(kind, rid, **fields)) + b"\n")
+        self.proc.stdin.flush()
+        return rid
+
+    def reply(self, timeout: float | None = None) -> dict | None:
+        """The next reply; None if none came within `timeout` seconds."""
+        assert self.proc.stdout is not None
+        if timeout is not None:
+            ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+            if not ready:
+                return None
+        line = self.proc.stdout.readline()
+        assert line, f"serve-stdio ended without answering: {self.stderr()}"
+        return orjson.loads(line)
+
+    def ask(self, kind: str, **fields: Any) -> dict:
+        rid = self.send(kind, **fields)
+        resp = self.reply()
+        assert resp is not None and resp.get("req_id") == rid, resp
+        return resp
+
+    def open(self, agent: str, namespace: str = NS) -> str:
+        assert self.ask("handshake/req", agent_id=agent, agent_caps=[], auth_token="")["ok"] is True
+        resp = self.ask("memory/init/req", namespace=namespace, scope={"agent": agent})
+        assert resp["type"] == "memory/init/resp", resp
+        return resp["memory_id"]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.err.close()
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=60)
+        self.err.close()
+        return code
+
+    def stderr(self) -> str:
+        if not self.err.closed:
+            self.err.flush()
+        return self.log.read_text(errors="replace")
+
+
+# -- the MCP wire (serve-mcp) ------------------------------------------------------------------
+
+
+def mcp_client(fleet: Fleet, machine: int | str, agent: str) -> Any:
+    pytest.importorskip("mcp.server.mcpserver")
+    from mcp import Client, StdioServerParameters
+
+    argv = fleet.argv(machine, "serve-mcp", "--namespace", NS, "--agent", agent)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=fleet.env(machine), cwd=str(REPO))
+    return Client(params)
+
+
+class Failed(Exception):
+    """A write that was not acknowledged (the writer records it and goes on)."""
+
+
+async def tool(client: Any, name: str, **args: Any) -> Any:
+    r = await client.call_tool(name, args)
+    if r.is_error:
+        raise Failed(f"{name}: {r.content[0].text}")
+    value = r.structured_content
+    return value["result"] if isinstance(value, dict) and set(value) == {"result"} else value
+
+
+# -- the fleet workload -----------------------------------------------------------------------
+
+
+@dataclass
+class Acks:
+    """What one writer saw acknowledged (and what failed, with the reason)."""
+
+    semantic: dict[str, Any] = field(default_factory=dict)  # key json -> content
+    episodic: dict[tuple[str, str], Any] = field(default_factory=dict)  # (agent, key json) -> content
+    events: list[dict] = field(default_factory=list)  # payloads appended to the shared log, in order
+    own_todo: list[int] = field(default_factory=list)  # counts written to the writer's own todo, in order
+    shared_todo: list[str] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)
+    json_saves: list[dict] = field(default_factory=list)
+    shared_kv: list[str] = field(default_factory=list)
+    contested: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def key_id(key: dict) -> str:
+    return orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
+
+
+@dataclass
+class Shared:
+    """The records every writer works on, made before the writers start."""
+
+    log: str  # the episodic memory all writers append to
+    hub: str  # the graph entity all writers add observations to
+    shared_todo: str
+    todos: dict[int, str]  # each writer's own todo
+
+
+def setup_shared(fleet: Fleet, machines: list[int]) -> Shared:
+    log = fleet.ok("setup", "episodic", "create", "fleet log", "-n", NS)["memoryId"]
+    fleet.ok("setup", "kg", "create", "fleet-hub", "--type", "hub", "-n", NS)
+    shared = fleet.ok("setup", "todo", "save", '{"title": "shared", "by": "setup"}', "-n", NS, "-m", '{"keep": 1}')
+    todos = {
+        m: fleet.ok("setup", "todo", "save", json.dumps({"title": f"own m{m}", "count": -1}), "-n", NS)["memoryId"]
+        for m in machines
+    }
+    return Shared(log, "fleet-hub", shared["memoryId"], todos)
+
+
+def cli_writer(fleet: Fleet, m: int, shared: Shared, rounds: int, acks: Acks) -> None:
+    """One-shot commands, each a new process (a new connection), as a shell script would run them."""
+
+    def attempt(args: list[str], on_ok: Callable[[Any], None]) -> None:
+        run = fleet.mem(m, *args, "-n", NS, "-f", "json")
+        no_leak(run.err + run.out, f"mem {args[0]}")
+        if run.code != 0:
+            acks.failures.append(f"m{m} mem {' '.join(args)}: exit {run.code}: {run.err.strip()}")
+            return
+        on_ok(json.loads(run.out))
+
+    for k in range(rounds):
+        tag = f"m{m}-{k}"
+        key = {"w": f"m{m}", "n": str(k)}
+        text = f"fact {k} written by machine {m} through the cli"
+        attempt(
+            ["store", text, "-t", "semantic", "-k", f"w=m{m}", "-k", f"n={k}"],
+            lambda out, key=key, text=text: acks.semantic.__setitem__(key_id(key), text),
+        )
+        payload = {"w": m, "seq": k}
+        attempt(
+            ["episodic", "append", shared.log, "-e", "fleet", "-a", f"m{m}", "-p", json.dumps(payload)],
+            lambda out, p=payload: acks.events.append(p),
+        )
+        attempt(
+            ["todo", "update", shared.todos[m], json.dumps({"title": f"own m{m}", "count": k})],
+            lambda out, k=k: acks.own_todo.append(k),
+        )
+        attempt(
+            ["todo", "update", shared.shared_todo, json.dumps({"title": "shared", "by": tag})],
+            lambda out, t=tag: acks.shared_todo.append(t),
+        )
+        attempt(["kg", "observe", shared.hub, f"seen by {tag}"], lambda out, t=tag: acks.observations.append(t))
+        body = {"w": m, "k": k}
+        attempt(["json", "save", json.dumps(body)], lambda out, b=body: acks.json_saves.append(b))
+        attempt(["set", "shared-kv", json.dumps(tag)], lambda out, t=tag: acks.shared_kv.append(t))
+        attempt(
+            ["store", tag, "-t", "semantic", "-k", "k=contested"], lambda out, t=tag: acks.contested.append(t)
+        )
+
+
+def stdio_writer(fleet: Fleet, m: int, rounds: int, batch: int, acks: Acks, logdir: Path) -> None:
+    """A long-lived A2E server: batches of semantic and episodic entries, and the contested key."""
+    server = Stdio(fleet, m, logdir / f"stdio-m{m}.err")
+    try:
+        mid = server.open(f"m{m}")
+        for k in range(rounds):
+            tag = f"m{m}-{k}"
+            entries = []
+            for j in range(batch):
+                key = {"w": f"m{m}", "n": f"{k}.{j}"}
+                entries.append({"key": key, "content": f"fact {k}.{j} from machine {m} over stdio", "tier": "semantic"})
+            for j in range(2):
+                key = {"e": f"{k}.{j}"}
+                entries.append({"key": key, "content": {"machine": m, "k": k, "j": j}, "tier": "episodic"})
+            entries.append({"key": {"k": "contested"}, "content": tag, "tier": "semantic"})
+            resp = server.ask("memory/store/req", memory_id=mid, entries=entries)
+            if resp["type"] != "memory/store/resp":
+                acks.failures.append(f"m{m} memory/store: {resp}")
+                continue
+            stored = {key_id(k) for k in resp["stored"]}
+            for e in entries:
+                if key_id(e["key"]) not in stored:
+                    continue
+                if e["key"] == {"k": "contested"}:
+                    acks.contested.append(tag)
+                elif e["tier"] == "semantic":
+                    acks.semantic[key_id(e["key"])] = e["content"]
+                else:
+                    acks.episodic[(f"m{m}", key_id(e["key"]))] = e["content"]
+            if resp["errors"]:
+                acks.failures.append(f"m{m} memory/store errors: {resp['errors']}")
+        assert server.close() == 0
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+        no_leak(server.stderr(), f"serve-stdio on m{m}")
+
+
+async def mcp_writer(fleet: Fleet, m: int, shared: Shared, rounds: int, acks: Acks) -> None:
+    """A long-lived MCP server: the codebolt tools' read-modify-writes, and A2E stores."""
+
+    async def attempt(name: str, on_ok: Callable[[Any], None], **args: Any) -> None:
+        try:
+            on_ok(await tool(client, name, **args))
+        except Failed as exc:
+            no_leak(str(exc), f"serve-mcp {name}")
+            acks.failures.append(f"m{m} {exc}")
+
+    async with mcp_client(fleet, m, f"m{m}") as client:
+        for k in range(rounds):
+            tag = f"m{m}-{k}"
+            entries = [
+                {"key": {"w": f"m{m}", "n": f"{k}.{j}"}, "content": f"fact {k}.{j} from machine {m} over mcp",
+                 "tier": "semantic"}
+                for j in range(3)
+            ] + [{"key": {"k": "contested"}, "content": tag, "tier": "semantic"}]  # fmt: skip
+
+            def stored(out: Any, entries: list[dict] = entries, tag: str = tag) -> None:
+                done = {key_id(k) for k in out["stored"]}
+                for e in entries:
+                    if key_id(e["key"]) in done:
+                        if e["key"] == {"k": "contested"}:
+                            acks.contested.append(tag)
+                        else:
+                            acks.semantic[key_id(e["key"])] = e["content"]
+                if out["errors"]:
+                    acks.failures.append(f"m{m} memory_store errors: {out['errors']}")
+
+            await attempt("memory_store", stored, entries=entries)
+            payload = {"w": m, "seq": k}
+            event = {"event_type": "fleet", "emitting_agent_id": f"m{m}", "payload": payload}
+            await attempt("episodic_memory_append_event", lambda out, p=payload: acks.events.append(p),
+                          memoryId=shared.log, event=event)  # fmt: skip
+            await attempt("memory_todo_update", lambda out, k=k: acks.own_todo.append(k),
+                          memoryId=shared.todos[m], todo={"title": f"own m{m}", "count": k})  # fmt: skip
+            await attempt("memory_todo_update", lambda out, t=tag: acks.shared_todo.append(t),
+                          memoryId=shared.shared_todo, todo={"title": "shared", "by": tag})  # fmt: skip
+            await attempt("add_observations", lambda out, t=tag: acks.observations.append(t),
+                          observations=[{"entityName": shared.hub, "contents": [f"seen by {tag}"]}])  # fmt: skip
+            body = {"w": m, "k": k}
+            await attempt("memory_json_save", lambda out, b=body: acks.json_saves.append(b), json=body)
+            await attempt("memory_set", lambda out, t=tag: acks.shared_kv.append(t), key="shared-kv", value=tag)
+
+
+async def tail_reader(fleet: Fleet, shared: Shared, stop: threading.Event, seen: list[list[str]]) -> None:
+    """Reads the shared log over and over while it grows: what one read showed must stay, in the
+    same order, at the head of every later read (appends land at the end, never in the middle)."""
+    async with mcp_client(fleet, "tail", "tail") as client:
+        while not stop.is_set():
+            events = await tool(client, "episodic_memory_query_events", memoryId=shared.log)
+            seen.append([e["eventId"] for e in events])
+        events = await tool(client, "episodic_memory_query_events", memoryId=shared.log)
+        seen.append([e["eventId"] for e in events])
+
+
+def run_threads(jobs: list[Callable[[], None]]) -> None:
+    """Run the jobs at once; re-raise the first exception one of them raised."""
+    errors: list[BaseException] = []
+
+    def wrap(job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wrap, args=(job,)) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def export_records(fleet: Fleet, machine: int | str, namespace: str) -> list[dict]:
+    run = fleet.mem(machine, "export", "-n", namespace)
+    assert run.code == 0, run.err
+    no_leak(run.err, "mem export")
+    return [orjson.loads(line) for line in run.out.splitlines() if line.strip()]
+
+
+def check_store_is_sound(fleet: Fleet, machine: int | str, namespace: str, records: list[dict]) -> None:
+    """`doctor` finds nothing, and `stats` counts what a recount of the export finds."""
+    doctor = fleet.mem(machine, "doctor", "-f", "json")
+    no_leak(doctor.out + doctor.err, "mem doctor")
+    assert doctor.code == 0, f"doctor: exit {doctor.code}\n{doctor.out}\n{doctor.err}"
+    assert json.loads(doctor.out) == [], doctor.out
+    stats = fleet.ok(machine, "stats", "-n", namespace)
+    no_leak(json.dumps(stats), "mem stats")
+    counted = Counter((r["kind"], "/".join(r["scope"])) for r in records)
+    reported = {(s["kind"], s["scope"]): s["entries"] for s in stats if s["namespace"] == namespace}
+    assert {k: v for k, v in reported.items() if v} == dict(counted), "stats disagree with a recount"
+    assert all(s["expired"] == 0 for s in stats if s["namespace"] == namespace), stats
+
+
+# -- 1. eight machines, one store ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_eight_machines_write_through_one_store(fleet: Fleet, tmp_path: Path) -> None:
+    if STRESS:
+        run_fleet(fleet, tmp_path, cli_rounds=10, server_rounds=120, batch=50)
+    else:
+        run_fleet(fleet, tmp_path, cli_rounds=2, server_rounds=8, batch=10)
+
+
+CLI, STDIO, MCP = (0, 1), (2, 3, 4), (5, 6, 7)
+
+
+def run_fleet(fleet: Fleet, tmp_path: Path, cli_rounds: int, server_rounds: int, batch: int) -> None:
+    shared = setup_shared(fleet, [*CLI, *MCP])
+    acks = {m: Acks() for m in (*CLI, *STDIO, *MCP)}
+    stop = threading.Event()
+    tail: list[list[str]] = []
+
+    def tail_job() -> None:
+        asyncio.run(tail_reader(fleet, shared, stop, tail))
+
+    def writers() -> None:
+        try:
+            jobs: list[Callable[[], None]] = []
+            jobs += [lambda m=m: cli_writer(fleet, m, shared, cli_rounds, acks[m]) for m in CLI]
+            jobs += [lambda m=m: stdio_writer(fleet, m, server_rounds, batch, acks[m], tmp_path) for m in STDIO]
+            jobs += [lambda m=m: asyncio.run(mcp_writer(fleet, m, shared, server_rounds, acks[m])) for m in MCP]
+            run_threads(jobs)
+        finally:
+            stop.set()
+
+    run_threads([writers, tail_job])
+
+    failures = [f for a in acks.values() for f in a.failures]
+    assert not failures, "writes refused under concurrency:\n" + "\n".join(failures[:20])
+    verify_fleet(fleet, shared, acks, tail)
+
+
+def verify_fleet(fleet: Fleet, shared: Shared, acks: dict[int, Acks], tail: list[list[str]]) -> None:
+    reader = 9  # a ninth machine, which wrote nothing
+    records = export_records(fleet, reader, NS)
+    by_kind: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        by_kind[r["kind"]].append(r)
+    ids = [(r["kind"], tuple(r["scope"]), r["id"]) for r in records]
+    assert len(ids) == len(set(ids)), "the export holds a record twice"
+
+    # semantic: every acknowledged key once, with its content; the contested key once, one of its writes
+    semantic = {key_id(r["doc"]["key"]): r["doc"]["content"] for r in by_kind["semantic"]}
+    wanted = {k: v for a in acks.values() for k, v in a.semantic.items()}
+    contested = [t for a in acks.values() for t in a.contested]
+    assert len(wanted) > 0 and len(contested) > 0
+    missing = sorted(set(wanted) - set(semantic))
+    assert not missing, f"{len(missing)} acknowledged semantic entries lost, e.g. {missing[:5]}"
+    wrong = [k for k, v in wanted.items() if semantic[k] != v]
+    assert not wrong, f"semantic entries with the wrong content: {wrong[:5]}"
+    contested_key = key_id({"k": "contested"})
+    assert semantic.get(contested_key) in contested, semantic.get(contested_key)
+    assert len(by_kind["semantic"]) == len(wanted) + 1, "semantic entries nobody acknowledged"
+
+    # the A2E episodic tier, one scope per agent
+    episodic = {(r["scope"][0], key_id(r["doc"]["key"])): r["doc"]["content"] for r in by_kind["episodic"]}
+    wanted_ep = {k: v for a in acks.values() for k, v in a.episodic.items()}
+    assert episodic == wanted_ep
+
+    # the shared episodic log: every acknowledged event once; each writer's in the order it appended them
+    events = fleet.ok(reader, "episodic", "query", shared.log, "-n", NS)
+    payloads = [e["payload"] for e in events]
+    pairs = [(p["w"], p["seq"]) for p in payloads]
+    acked_pairs = [(p["w"], p["seq"]) for a in acks.values() for p in a.events]
+    assert len(pairs) == len(set(pairs)), f"events appended twice: {[p for p, n in Counter(pairs).items() if n > 1]}"
+    assert sorted(pairs) == sorted(acked_pairs), "the log lost acknowledged events or holds unacknowledged ones"
+    for m in (*CLI, *MCP):
+        own = [seq for w, seq in pairs if w == m]
+        assert own == list(range(len(acks[m].events))), f"machine {m}'s events out of order or with gaps: {own}"
+    memory = fleet.ok(reader, "episodic", "get", shared.log, "-n", NS)
+    assert memory["eventCount"] == len(acked_pairs)
+    final_ids = [e["eventId"] for e in events]
+    assert tail and tail[-1] == final_ids
+    for before, after in zip(tail, tail[1:]):
+        assert after[: len(before)] == before, (
+            "an event appeared before events a reader had already seen: the log's order is not the order of "
+            f"acknowledgement ({len(before)} seen, then {len(after)})"
+        )
+
+    # todos: each writer's own todo holds its last acknowledged update; the shared one, one of them
+    todos = {d["memoryId"]: d for d in fleet.ok(reader, "todo", "list", "-n", NS, "--limit", "1000")}
+    assert len(todos) == len(shared.todos) + 1, "todos were duplicated or lost"
+    for m, tid in shared.todos.items():
+        assert acks[m].own_todo == list(range(len(acks[m].own_todo)))
+        assert todos[tid]["todo"]["count"] == acks[m].own_todo[-1], f"machine {m}'s last todo update was lost"
+    shared_writes = [t for a in acks.values() for t in a.shared_todo]
+    assert todos[shared.shared_todo]["todo"]["by"] in shared_writes
+    assert todos[shared.shared_todo]["metadata"] == {"keep": 1}, "an update lost the todo's metadata"
+
+    # the graph: every acknowledged observation, once (concurrent read-modify-writes of one entity)
+    graph = fleet.ok(reader, "kg", "open", shared.hub, "-n", NS)
+    [hub] = [item for item in graph if item["type"] == "entity"]
+    observed = hub["observations"]
+    assert len(observed) == len(set(observed)), "an observation twice"
+    wanted_obs = {f"seen by {t}" for a in acks.values() for t in a.observations}
+    assert set(observed) == wanted_obs, f"lost observations: {sorted(wanted_obs - set(observed))[:5]}"
+
+    # JSON saves: one record each; the key-value pair: one record, one of the acknowledged values
+    saved = sorted((d["json"]["w"], d["json"]["k"]) for d in fleet.ok(reader, "json", "list", "-n", NS, "--limit", "1000"))
+    assert saved == sorted((b["w"], b["k"]) for a in acks.values() for b in a.json_saves)
+    kv = [r for r in by_kind["kv"] if r["id"] == "shared-kv"]
+    assert len(kv) == 1 and kv[0]["doc"]["value"] in [t for a in acks.values() for t in a.shared_kv]
+
+    check_store_is_sound(fleet, reader, NS, records)
+
+
+# -- 2. clients killed mid-transaction ----------------------------------------------------------
+
+
+def crash_batch(b: int, size: int) -> list[dict]:
+    pad = "x" * 120
+    return [
+        {"key": {"b": str(b), "i": str(i)}, "content": f"batch {b} entry {i} {pad}", "tier": "semantic",
+         "tags": [f"b{b}"]}
+        for i in range(size)
+    ]  # fmt: skip
+
+
+@dataclass
+class CrashLog:
+    acked: set[int] = field(default_factory=set)
+    killed: set[int] = field(default_factory=set)  # sent, no reply seen before the kill
+    steady: set[int] = field(default_factory=set)  # the steady writer's acknowledged batches
+
+
+def kill_loop(fleet: Fleet, machine: int, first: int, kills: int, size: int, log: CrashLog, logdir: Path,
+              rng: random.Random) -> None:  # fmt: skip
+    """Start a server, store batches, and SIGKILL it at a random moment, `kills` times."""
+    b = first
+    span = None  # how long a batch takes here, measured on the first one
+    for n in range(kills):
+        server = Stdio(fleet, machine, logdir / f"kill-m{machine}-{n}.err")
+        mid = server.open(f"killer{machine}", namespace="crash")
+        while True:
+            b += 1
+            start = time.monotonic()
+            server.send("memory/store/req", memory_id=mid, entries=crash_batch(b, size))
+            if span is None:  # calibrate: let the first batch finish
+                resp = server.reply()
+                span = time.monotonic() - start
+            else:
+                resp = server.reply(timeout=rng.uniform(0, 1.3 * span))
+            if resp is None:
+                server.kill()
+                log.killed.add(b)
+                break
+            assert resp["type"] == "memory/store/resp" and len(resp["stored"]) == size, resp
+            log.acked.add(b)
+        no_leak(server.stderr(), "a killed serve-stdio")
+
+
+def steady_writer(fleet: Fleet, machine: int, first: int, stop: threading.Event, log: CrashLog, logdir: Path) -> None:
+    """Small batches all the while, from a server nobody kills: every one must survive."""
+    server = Stdio(fleet, machine, logdir / "steady.err")
+    mid = server.open("steady", namespace="crash")
+    b = first
+    while not stop.is_set():
+        b += 1
+        resp = server.ask("memory/store/req", memory_id=mid, entries=crash_batch(b, 5))
+        assert resp["type"] == "memory/store/resp" and len(resp["stored"]) == 5, resp
+        log.steady.add(b)
+    assert server.close() == 0
+    no_leak(server.stderr(), "serve-stdio")
+
+
+def run_crashes(fleet: Fleet, tmp_path: Path, killers: int, kills: int, size: int) -> CrashLog:
+    rng = random.Random(int(os.environ.get("MEM_FLEET_SEED", "0")) or None)
+    log = CrashLog()
+    stop = threading.Event()
+
+    def killing() -> None:
+        try:
+            run_threads([
+                lambda k=k: kill_loop(fleet, k, k * 100_000, kills, size, log, tmp_path, random.Random(rng.random()))
+                for k in range(killers)
+            ])  # fmt: skip
+        finally:
+            stop.set()
+
+    run_threads([killing, lambda: steady_writer(fleet, 7, 900_000, stop, log, tmp_path)])
+    verify_crashes(fleet, log, size)
+    return log
+
+
+def verify_crashes(fleet: Fleet, log: CrashLog, size: int) -> None:
+    records = export_records(fleet, "checker", "crash")
+    batches: dict[int, list[dict]] = defaultdict(list)
+    for r in records:
+        assert r["kind"] == "semantic", r
+        batches[int(r["doc"]["key"]["b"])].append(r["doc"])
+    for b in sorted(batches):
+        docs = batches[b]
+        expected = {key_id(e["key"]): e["content"] for e in crash_batch(b, 5 if b in log.steady else size)}
+        got = {key_id(d["key"]): d["content"] for d in docs}
+        assert len(docs) == len(got), f"batch {b} holds a record twice"
+        if b in log.acked or b in log.steady:
+            assert got == expected, f"acknowledged batch {b}: {len(got)} of {len(expected)} records, or wrong content"
+        else:
+            assert b in log.killed, f"batch {b} was never sent"
+            assert got == expected, f"batch {b}, killed mid-write, is half there: {len(got)} of {len(expected)}"
+    lost = sorted((log.acked | log.steady) - set(batches))
+    assert not lost, f"acknowledged batches lost: {lost}"
+    check_store_is_sound(fleet, "checker", "crash", records)
+    whole = sorted(log.killed & set(batches))
+    print(f"{fleet.backend}: {len(log.acked)} batches acknowledged, {len(log.killed)} killed "
+          f"({len(whole)} of them committed whole, the rest absent), {len(log.steady)} steady batches")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_clients_killed_mid_transaction_lose_nothing_acknowledged(fleet: Fleet, tmp_path: Path) -> None:
+    killers, kills = (3, 30) if STRESS else (2, 4)
+    log = run_crashes(fleet, tmp_path, killers, kills, size=1000)
+    assert len(log.killed) == killers * kills
+
+
+# -- 3. two homes, one store: the terminal session -------------------------------------------------
+
+
+def test_two_homes_share_one_store(fleet: Fleet) -> None:
+    """Home A stores; home B finds it by a query; B forgets it; A no longer sees it. On the files
+    backend two homes are two stores, and B must NOT see A's note (the control)."""
+    a, b = "A", "B"
+    if fleet.url is None:  # two distinct homes, no store URL: nothing is shared
+        a_home = Fleet("files", fleet.root / "a")
+        b_home = Fleet("files", fleet.root / "b")
+    else:
+        a_home = b_home = fleet
+    note = "the staging database password rotates every friday at noon"
+    stored = a_home.ok(a, "store", note, "-t", "semantic", "-k", "topic=rotation", "-n", "team")
+    assert stored == [{"key": {"topic": "rotation"}, "stored": True}]
+    found = b_home.ok(b, "retrieve", "-q", "when does the staging password rotate", "-t", "semantic", "-n", "team")
+    if fleet.url is None:
+        assert found == []
+        return
+    assert [(e["key"], e["content"]) for e in found] == [({"topic": "rotation"}, note)]
+    forgot = b_home.ok(b, "forget", "-t", "semantic", "-k", "topic=rotation", "-n", "team")
+    assert forgot == {"deleted": 1}
+    assert a_home.ok(a, "retrieve", "-q", "staging password rotation", "-t", "semantic", "-n", "team") == []
+    # the homes stayed homes: the records live in the database, not in either folder
+    for h in (a_home.home(a), b_home.home(b)):
+        leftovers = [p for p in h.rglob("*") if p.is_file() and "rotat" in p.read_text(errors="ignore")]
+        assert not leftovers, leftovers
+
+
+# -- what users see when the store is out of reach ---------------------------------------------------
+
+
+def test_errors_name_the_store_without_its_password(pg_server: str, tmp_path: Path) -> None:
+    """An unreachable server and a missing database: one line, exit 7, no password, no traceback."""
+    unreachable = f"postgresql://fleet:{SECRET}@127.0.0.1:1/nowhere?connect_timeout=3"
+    missing = with_password(with_database(pg_server, "no_such_db_here"), SECRET)
+    for url in (unreachable, missing):
+        f = Fleet("postgres", tmp_path, url)
+        run = f.mem(0, "stats")
+        no_leak(run.out + run.err, "mem stats")
+        assert run.code == 7, (run.code, run.err)
+        assert len(run.err.strip().splitlines()) == 1, run.err
+        server = Stdio(f, 1, tmp_path / "unreachable.err")
+        try:
+            server.send("memory/init/req", namespace="x", scope={})
+            resp = server.reply(timeout=60)
+            text = orjson.dumps(resp).decode() if resp else ""
+            no_leak(text, "serve-stdio's answer")
+        finally:
+            server.kill()
+        no_leak(server.stderr(), "serve-stdio's log")
+
+
+def test_stats_and_doctor_never_show_the_password(pg_url: str, tmp_path: Path) -> None:
+    f = Fleet("postgres", tmp_path, with_password(pg_url, SECRET))
+    f.ok(0, "store", "hello", "-t", "semantic")
+    for args in (["stats"], ["doctor"], ["stats", "-f", "json"], ["doctor", "-f", "json"], ["namespaces"]):
+        run = f.mem(1, *args)
+        assert run.code == 0, run.err
+        no_leak(run.out + run.err, f"mem {' '.join(args)}")
