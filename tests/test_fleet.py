@@ -52,21 +52,41 @@ def _postgres_backend_present() -> bool:
     return (REPO / "store" / "backends" / "postgres" / "__init__.py").exists()
 
 
-@pytest.fixture(scope="session")
-def pg_server(tmp_path_factory) -> Iterator[str]:
-    """The URL of a PostgreSQL server with pgvector: MEM_TEST_PG_URL, else a private pgserver."""
-    if not _postgres_backend_present():
-        pytest.skip("the PostgreSQL backend (store/backends/postgres/) is not in this tree")
-    given = os.environ.get("MEM_TEST_PG_URL")
-    if given:
-        yield given
-        return
-    pgserver = pytest.importorskip("pgserver")
-    srv = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
-    try:
-        yield srv.get_uri()
-    finally:
-        srv.cleanup()
+try:  # the suite's shared PostgreSQL (MEM_TEST_PG_URL or a private pgserver), when the tree has it
+    from tests.pg import pg_server, pg_url  # noqa: F401
+except ImportError:
+
+    @dataclass
+    class _Server:
+        url: str
+
+    @pytest.fixture(scope="session")
+    def pg_server() -> Iterator[_Server]:
+        given = os.environ.get("MEM_TEST_PG_URL", "").strip()
+        if given:
+            yield _Server(given)
+            return
+        pgserver = pytest.importorskip("pgserver")
+        import shutil
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="fleetpg-"))  # short: a unix socket's path has a length limit
+        srv = pgserver.get_server(folder / "data", cleanup_mode="delete")
+        try:
+            yield _Server(srv.get_uri())
+        finally:
+            srv.cleanup()
+            shutil.rmtree(folder, ignore_errors=True)
+
+    @pytest.fixture
+    def pg_url(pg_server: _Server) -> str:
+        """A fresh, empty database on the server, as a store URL."""
+        import psycopg
+
+        name = f"fleet_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_server.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return with_database(pg_server.url, name)
 
 
 def with_database(url: str, name: str) -> str:
@@ -82,14 +102,19 @@ def with_password(url: str, password: str) -> str:
 
 
 @pytest.fixture
-def pg_url(pg_server: str) -> str:
-    """A fresh, empty database on the server, as a store URL."""
-    import psycopg
+def store_url(request) -> str:
+    """A fresh PostgreSQL database as a store URL (skipped while the tree has no such backend)."""
+    if not _postgres_backend_present():
+        pytest.skip("the PostgreSQL backend (store/backends/postgres/) is not in this tree yet")
+    return request.getfixturevalue("pg_url")
 
-    name = f"fleet_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return with_database(pg_server, name)
+
+@pytest.fixture
+def server_url(request) -> str:
+    """The PostgreSQL server's own (admin) URL."""
+    if not _postgres_backend_present():
+        pytest.skip("the PostgreSQL backend (store/backends/postgres/) is not in this tree yet")
+    return request.getfixturevalue("pg_server").url
 
 
 # -- machines --------------------------------------------------------------------------------
@@ -153,7 +178,7 @@ class Run:
 def fleet(request, tmp_path) -> Fleet:
     if request.param == "files":
         return Fleet("files", tmp_path)
-    return Fleet("postgres", tmp_path, request.getfixturevalue("pg_url"))
+    return Fleet("postgres", tmp_path, request.getfixturevalue("store_url"))
 
 
 def no_leak(text: str, where: str) -> None:
@@ -730,10 +755,10 @@ def test_two_homes_share_one_store(fleet: Fleet) -> None:
 # -- what users see when the store is out of reach ---------------------------------------------------
 
 
-def test_errors_name_the_store_without_its_password(pg_server: str, tmp_path: Path) -> None:
+def test_errors_name_the_store_without_its_password(server_url: str, tmp_path: Path) -> None:
     """An unreachable server and a missing database: one line, exit 7, no password, no traceback."""
     unreachable = f"postgresql://fleet:{SECRET}@127.0.0.1:1/nowhere?connect_timeout=3"
-    missing = with_password(with_database(pg_server, "no_such_db_here"), SECRET)
+    missing = with_password(with_database(server_url, "no_such_db_here"), SECRET)
     for url in (unreachable, missing):
         f = Fleet("postgres", tmp_path, url)
         run = f.mem(0, "stats")
@@ -751,8 +776,8 @@ def test_errors_name_the_store_without_its_password(pg_server: str, tmp_path: Pa
         no_leak(server.stderr(), "serve-stdio's log")
 
 
-def test_stats_and_doctor_never_show_the_password(pg_url: str, tmp_path: Path) -> None:
-    f = Fleet("postgres", tmp_path, with_password(pg_url, SECRET))
+def test_stats_and_doctor_never_show_the_password(store_url: str, tmp_path: Path) -> None:
+    f = Fleet("postgres", tmp_path, with_password(store_url, SECRET))
     f.ok(0, "store", "hello", "-t", "semantic")
     for args in (["stats"], ["doctor"], ["stats", "-f", "json"], ["doctor", "-f", "json"], ["namespaces"]):
         run = f.mem(1, *args)
