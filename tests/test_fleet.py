@@ -144,8 +144,11 @@ class Fleet:
     def env(self, machine: int | str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEM_")}
         env.update(MEM_EMBEDDER="hash", MEM_CHECKPOINTS="off", PYTHONUNBUFFERED="1")
-        if self.url is not None and not _by_flag(machine):
-            env["MEM_STORE"] = self.url
+        env.pop("PGAPPNAME", None)
+        if self.url is not None:
+            env["PGAPPNAME"] = f"fleet-{machine}"  # lets a test find the machine's sessions in pg_stat_activity
+            if not _by_flag(machine):
+                env["MEM_STORE"] = self.url
         return env
 
     def mem(self, machine: int | str, *args: str, input: bytes | None = None, timeout: float = 120) -> Run:
@@ -630,33 +633,74 @@ def crash_batch(b: int, size: int) -> list[dict]:
 class CrashLog:
     acked: set[int] = field(default_factory=set)
     killed: set[int] = field(default_factory=set)  # sent, no reply seen before the kill
+    mid_transaction: set[int] = field(default_factory=set)  # killed while the database showed its write open
     steady: set[int] = field(default_factory=set)  # the steady writer's acknowledged batches
+
+
+class Watcher:
+    """Sees, in pg_stat_activity, whether a machine's session holds a transaction that has
+    written (it has a transaction id): the moment to kill it for a mid-transaction crash."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+
+    def writing(self, machine: int) -> bool:
+        row = self.conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND backend_xid IS NOT NULL",
+            [f"fleet-{machine}"],
+        ).fetchone()
+        return bool(row and row[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def await_or_kill_mid_write(server: Stdio, watcher: Watcher, machine: int, b: int, log: CrashLog) -> dict | None:
+    """The batch's reply, unless the database shows its transaction writing first: then SIGKILL."""
+    while True:
+        resp = server.reply(timeout=0.001)
+        if resp is not None:
+            return resp
+        if watcher.writing(machine):
+            server.kill()
+            log.mid_transaction.add(b)
+            return None
 
 
 def kill_loop(fleet: Fleet, machine: int, first: int, kills: int, size: int, log: CrashLog, logdir: Path,
               rng: random.Random) -> None:  # fmt: skip
-    """Start a server, store batches, and SIGKILL it at a random moment, `kills` times."""
+    """Start a server, store batches, and SIGKILL it, `kills` times: at a random moment, or (on
+    PostgreSQL, every other time) the moment its transaction has written and not yet committed."""
     b = first
     span = None  # how long a batch takes here, measured on the first one
-    for n in range(kills):
-        server = Stdio(fleet, machine, logdir / f"kill-m{machine}-{n}.err")
-        mid = server.open(f"killer{machine}", namespace="crash")
-        while True:
-            b += 1
-            start = time.monotonic()
-            server.send("memory/store/req", memory_id=mid, entries=crash_batch(b, size))
-            if span is None:  # calibrate: let the first batch finish
-                resp = server.reply()
-                span = time.monotonic() - start
-            else:
-                resp = server.reply(timeout=rng.uniform(0, 1.3 * span))
-            if resp is None:
-                server.kill()
-                log.killed.add(b)
-                break
-            assert resp["type"] == "memory/store/resp" and len(resp["stored"]) == size, resp
-            log.acked.add(b)
-        no_leak(server.stderr(), "a killed serve-stdio")
+    watcher = Watcher(fleet.url) if fleet.url else None
+    try:
+        for n in range(kills):
+            server = Stdio(fleet, machine, logdir / f"kill-m{machine}-{n}.err")
+            mid = server.open(f"killer{machine}", namespace="crash")
+            while True:
+                b += 1
+                start = time.monotonic()
+                server.send("memory/store/req", memory_id=mid, entries=crash_batch(b, size))
+                if span is None:  # calibrate: let the first batch finish
+                    resp = server.reply()
+                    span = time.monotonic() - start
+                elif watcher is not None and n % 2 == 1:
+                    resp = await_or_kill_mid_write(server, watcher, machine, b, log)
+                else:
+                    resp = server.reply(timeout=rng.uniform(0, 1.3 * span))
+                if resp is None:
+                    server.kill()
+                    log.killed.add(b)
+                    break
+                assert resp["type"] == "memory/store/resp" and len(resp["stored"]) == size, resp
+                log.acked.add(b)
+            no_leak(server.stderr(), "a killed serve-stdio")
+    finally:
+        if watcher is not None:
+            watcher.close()
 
 
 def steady_writer(fleet: Fleet, machine: int, first: int, stop: threading.Event, log: CrashLog, logdir: Path) -> None:
@@ -713,7 +757,8 @@ def verify_crashes(fleet: Fleet, log: CrashLog, size: int) -> None:
     check_store_is_sound(fleet, "checker", "crash", records)
     whole = sorted(log.killed & set(batches))
     print(f"{fleet.backend}: {len(log.acked)} batches acknowledged, {len(log.killed)} killed "
-          f"({len(whole)} of them committed whole, the rest absent), {len(log.steady)} steady batches")  # fmt: skip
+          f"({len(log.mid_transaction)} inside an open transaction; {len(whole)} committed whole, the rest absent), "
+          f"{len(log.steady)} steady batches")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -721,6 +766,8 @@ def test_clients_killed_mid_transaction_lose_nothing_acknowledged(fleet: Fleet, 
     killers, kills = (3, 30) if STRESS else (2, 4)
     log = run_crashes(fleet, tmp_path, killers, kills, size=1000)
     assert len(log.killed) == killers * kills
+    if fleet.url is not None:
+        assert log.mid_transaction, "no kill landed inside an open transaction: the test proved nothing"
 
 
 # -- 3. two homes, one store: the terminal session -------------------------------------------------
