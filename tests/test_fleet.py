@@ -617,6 +617,64 @@ def verify_fleet(fleet: Fleet, shared: Shared, acks: dict[int, Acks], tail: list
     check_store_is_sound(fleet, reader, NS, records)
 
 
+# -- 1b. one episodic log, many appenders, a reader tailing it ----------------------------------------
+
+
+async def appender(fleet: Fleet, m: int, log_id: str, count: int, acked: list[int]) -> None:
+    async with mcp_client(fleet, m, f"m{m}") as client:
+        for seq in range(count):
+            event = {"event_type": "tick", "emitting_agent_id": f"m{m}", "payload": {"w": m, "seq": seq}}
+            await tool(client, "episodic_memory_append_event", memoryId=log_id, event=event)
+            acked.append(seq)
+
+
+@pytest.mark.slow
+def test_concurrent_appenders_keep_one_order(fleet: Fleet) -> None:
+    """Four machines append to one episodic log as fast as they can while a fifth reads it over
+    and over. The log must read the same to everyone at every moment: every read extends the one
+    before it (no event slips in before one already seen, which a reader tailing the log with
+    `since` or `lastCount` would miss forever), and at the end it holds each acknowledged event once,
+    each machine's in the order it appended them."""
+    appenders, count = (4, 150) if STRESS else (4, 25)
+    log_id = fleet.ok("setup", "episodic", "create", "race log", "-n", NS)["memoryId"]
+    acked: dict[int, list[int]] = {m: [] for m in range(appenders)}
+    stop = threading.Event()
+    seen: list[list[str]] = []
+
+    def appending() -> None:
+        try:
+            run_threads([lambda m=m: asyncio.run(appender(fleet, m, log_id, count, acked[m])) for m in acked])
+        finally:
+            stop.set()
+
+    run_threads([appending, lambda: asyncio.run(tail_reader(fleet, Shared(log_id, "", "", {}), stop, seen))])
+    events = fleet.ok(9, "episodic", "query", log_id, "-n", NS)
+    pairs = [(e["payload"]["w"], e["payload"]["seq"]) for e in events]
+    assert sorted(pairs) == sorted((m, seq) for m, seqs in acked.items() for seq in seqs)
+    for m in acked:
+        assert [seq for w, seq in pairs if w == m] == list(range(count))
+    assert seen[-1] == [e["eventId"] for e in events]
+    breaks = [(i, len(before)) for i, (before, after) in enumerate(zip(seen, seen[1:])) if after[: len(before)] != before]
+    assert not breaks, (
+        f"{len(breaks)} of {len(seen)} reads showed an event inserted before events an earlier read had already "
+        "returned: the log is ordered by the appender's clock, not by the order of acknowledgement"
+    )
+
+
+def test_a_machine_whose_clock_is_behind_still_appends_at_the_end(fleet: Fleet) -> None:
+    """Machines of a fleet do not share a clock. An event appended after another must come after
+    it in the log, even when the second machine's clock runs a minute behind."""
+    log_id = fleet.ok("setup", "episodic", "create", "skew log", "-n", NS)["memoryId"]
+    fleet.ok(0, "episodic", "append", log_id, "-e", "tick", "-a", "m0", "-p", '{"n": 1}', "-n", NS)
+    run = subprocess.run(
+        fleet.argv(1, "episodic", "append", log_id, "-e", "tick", "-a", "m1", "-p", '{"n": 2}', "-n", NS),
+        capture_output=True, cwd=REPO, env={**fleet.env(1), "MEM_CLOCK_OFFSET": "-60"}, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    events = fleet.ok(2, "episodic", "query", log_id, "-n", NS)
+    assert [e["payload"]["n"] for e in events] == [1, 2], "the log is ordered by each appender's own clock"
+
+
 # -- 2. clients killed mid-transaction ----------------------------------------------------------
 
 
