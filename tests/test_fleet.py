@@ -230,8 +230,9 @@ class Stdio:
 
     def ask(self, kind: str, **fields: Any) -> dict:
         rid = self.send(kind, **fields)
-        resp = self.reply()
-        assert resp is not None and resp.get("req_id") == rid, resp
+        resp = self.reply(timeout=300)  # a stuck server (a lock never released) fails the test, never hangs it
+        assert resp is not None, f"no answer to {kind} within 300 s"
+        assert resp.get("req_id") == rid, resp
         return resp
 
     def open(self, agent: str, namespace: str = NS) -> str:
@@ -714,6 +715,38 @@ def test_racing_machines_never_overfill_a_namespace(fleet: Fleet, tmp_path: Path
     check_store_is_sound(fleet, 9, "cap", records)
 
 
+# -- 1d. creating one persistent memory id on several machines at once -----------------------------------
+
+
+async def creator(fleet: Fleet, m: int, ids: list[str], won: dict[str, list[int]], lost: list[str]) -> None:
+    async with mcp_client(fleet, m, f"m{m}") as client:
+        for pid in ids:
+            try:
+                await tool(client, "persistent_memory_create", id=pid, label=f"made by m{m}",
+                           retrieval={"source_type": "kg", "source_id": NS}, contribution={"format": "text"})  # fmt: skip
+                won[pid].append(m)
+            except Failed as exc:
+                assert "exists already" in str(exc), exc
+                no_leak(str(exc), "persistent_memory_create")
+                lost.append(pid)
+
+
+@pytest.mark.slow
+def test_one_id_created_on_four_machines_at_once_has_one_creator(fleet: Fleet) -> None:
+    machines, count = 4, (60 if STRESS else 15)
+    ids = [f"pm-race-{i}" for i in range(count)]
+    won: dict[str, list[int]] = defaultdict(list)
+    lost: list[str] = []
+    rng = random.Random(7)
+    orders = {m: rng.sample(ids, len(ids)) for m in range(machines)}
+    run_threads([lambda m=m: asyncio.run(creator(fleet, m, orders[m], won, lost)) for m in range(machines)])
+    assert {pid: len(ms) for pid, ms in won.items()} == {pid: 1 for pid in ids}, "an id created twice, or by none"
+    assert len(lost) == (machines - 1) * count
+    listed = fleet.ok(9, "persistent", "list", "-n", NS)
+    found = {d["id"]: d["label"] for d in listed if d["id"].startswith("pm-race-")}
+    assert found == {pid: f"made by m{won[pid][0]}" for pid in ids}
+
+
 # -- 2. clients killed mid-transaction ----------------------------------------------------------
 
 
@@ -868,6 +901,56 @@ def test_clients_killed_mid_transaction_lose_nothing_acknowledged(fleet: Fleet, 
     assert len(log.killed) == killers * kills
     if fleet.url is not None:
         assert log.mid_transaction, "no kill landed inside an open transaction: the test proved nothing"
+
+
+def test_a_connection_cut_mid_transaction_writes_nothing_and_the_server_recovers(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The database ends a `serve-stdio`'s session while its batch is half written (as a failover
+    or an administrator would): the reply is an error that says nothing of the password, the
+    batch is absent (or, if it committed first, whole), and the same server's next batch works."""
+    f = Fleet("postgres", tmp_path, with_password(store_url, SECRET))
+    watcher = Watcher(store_url)
+    server = Stdio(f, 4, tmp_path / "cut.err")
+    outcome: dict[int, str] = {}
+    try:
+        mid = server.open("victim", namespace="crash")
+        for b in range(1, 7):
+            server.send("memory/store/req", memory_id=mid, entries=crash_batch(b, 1500))
+            resp = None
+            if b % 2 == 0:  # cut this one
+                while resp is None:
+                    resp = server.reply(timeout=0.001)
+                    if resp is None and watcher.writing(4):
+                        watcher.conn.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE application_name = 'fleet-4' AND backend_xid IS NOT NULL"
+                        )
+                        resp = server.reply(timeout=120)
+                        assert resp is not None, "no answer after the connection was cut"
+                        outcome[b] = "cut"
+            else:
+                resp = server.reply(timeout=120)
+            assert resp is not None
+            no_leak(orjson.dumps(resp).decode(), "the reply to a cut write")
+            if resp["type"] == "memory/store/resp":
+                assert len(resp["stored"]) == 1500, resp
+                outcome[b] = "acked"
+            else:
+                assert b % 2 == 0, f"an uncut batch failed: {resp}"
+                assert resp["type"] == "error" and resp["retryable"] is True, resp
+                outcome[b] = "refused"
+        assert server.close() == 0
+    finally:
+        server.kill()
+        watcher.close()
+    no_leak(server.stderr(), "serve-stdio's log")
+    assert "refused" in outcome.values(), f"no write was cut mid-transaction: {outcome}"
+    records = export_records(f, 9, "crash")
+    counts = Counter(int(r["doc"]["key"]["b"]) for r in records)
+    for b, what in outcome.items():
+        assert counts.get(b, 0) in ((1500,) if what == "acked" else (0, 1500)), (b, what, counts.get(b))
+    check_store_is_sound(f, 9, "crash", records)
 
 
 # -- 3. two homes, one store: the terminal session -------------------------------------------------
