@@ -18,6 +18,7 @@ each), `MEM_STRESS=1` runs them in full.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -746,6 +747,78 @@ def test_one_id_created_on_four_machines_at_once_has_one_creator(fleet: Fleet) -
     listed = fleet.ok(9, "persistent", "list", "-n", NS)
     found = {d["id"]: d["label"] for d in listed if d["id"].startswith("pm-race-")}
     assert found == {pid: f"made by m{won[pid][0]}" for pid in ids}
+
+
+# -- 1e. a namespace deleted while machines write into it ------------------------------------------------
+
+
+@dataclass
+class Timed:
+    key: str
+    sent: float
+    acked: float
+
+
+def timed_writer(fleet: Fleet, m: int, done: threading.Event, log: list[Timed], logdir: Path) -> None:
+    """Writes one entry at a time until `done` is set, and 5 more after that."""
+    server = Stdio(fleet, m, logdir / f"timed-m{m}.err")
+    try:
+        mid = server.open(f"m{m}", namespace="del")
+        after = 0
+        for n in itertools.count():
+            if done.is_set():
+                after += 1
+                if after > 5:
+                    break
+            key = {"w": f"m{m}", "n": str(n)}
+            sent = time.monotonic()
+            resp = server.ask("memory/store/req", memory_id=mid, entries=[{"key": key, "content": f"{m}/{n}",
+                                                                            "tier": "semantic"}])  # fmt: skip
+            if resp["type"] == "memory/store/resp" and resp["stored"] == [key]:
+                log.append(Timed(key_id(key), sent, time.monotonic()))
+            else:  # the session may go with its namespace: open another
+                assert resp.get("code") == "memory_not_found", resp
+                mid = server.open(f"m{m}", namespace="del")
+        assert server.close() == 0
+    finally:
+        server.kill()
+        no_leak(server.stderr(), "serve-stdio")
+
+
+@pytest.mark.slow
+def test_a_namespace_deleted_under_writers_keeps_every_later_write(fleet: Fleet, tmp_path: Path) -> None:
+    """Three machines write while a fourth deletes the namespace, three times. A write acknowledged
+    before a delete began is gone; one sent after the last delete ended is there; `stats` and
+    `doctor` agree with what is left."""
+    rounds = 10 if STRESS else 3
+    log: list[Timed] = []
+    deletes: list[tuple[float, float]] = []
+    done = threading.Event()
+
+    def deleter() -> None:
+        try:
+            for _ in range(rounds):
+                wanted = len(log) + 10
+                while len(log) < wanted:
+                    time.sleep(0.02)
+                start = time.monotonic()
+                run = fleet.mem(3, "namespaces", "delete", "del", "--yes")
+                no_leak(run.out + run.err, "namespaces delete")
+                assert run.code in (0, 3), run.err
+                deletes.append((start, time.monotonic()))
+        finally:
+            done.set()
+
+    run_threads([deleter, *[lambda m=m: timed_writer(fleet, m, done, log, tmp_path) for m in range(3)]])
+    assert len(deletes) == rounds
+    present = {key_id(r["doc"]["key"]) for r in export_records(fleet, 9, "del")}
+    must_be_gone = [w.key for w in log if any(start > w.acked for start, _ in deletes)]
+    must_stay = [w.key for w in log if all(end < w.sent for _, end in deletes)]
+    assert must_stay and must_be_gone, "no write before the first delete or after the last: the test proved nothing"
+    assert not set(must_be_gone) & present, "a namespace delete left writes acknowledged before it"
+    assert not set(must_stay) - present, "writes acknowledged after the namespace was deleted were lost"
+    assert present <= {w.key for w in log}, "entries nobody acknowledged"
+    check_store_is_sound(fleet, 9, "del", export_records(fleet, 9, "del"))
 
 
 # -- 2. clients killed mid-transaction ----------------------------------------------------------
