@@ -308,6 +308,13 @@ def key_id(key: dict) -> str:
     return orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
 
 
+def codeword(key: dict) -> str:
+    """A word only this entry's content has, to find it by a query."""
+    import hashlib
+
+    return "cw" + hashlib.sha1(key_id(key).encode()).hexdigest()[:10]
+
+
 @dataclass
 class Shared:
     """The records every writer works on, made before the writers start."""
@@ -343,7 +350,7 @@ def cli_writer(fleet: Fleet, m: int, shared: Shared, rounds: int, acks: Acks) ->
     for k in range(rounds):
         tag = f"m{m}-{k}"
         key = {"w": f"m{m}", "n": str(k)}
-        text = f"fact {k} written by machine {m} through the cli"
+        text = f"fact {k} written by machine {m} through the cli, codeword {codeword(key)}"
         attempt(
             ["store", text, "-t", "semantic", "-k", f"w=m{m}", "-k", f"n={k}"],
             lambda out, key=key, text=text: acks.semantic.__setitem__(key_id(key), text),
@@ -380,7 +387,8 @@ def stdio_writer(fleet: Fleet, m: int, rounds: int, batch: int, acks: Acks, logd
             entries = []
             for j in range(batch):
                 key = {"w": f"m{m}", "n": f"{k}.{j}"}
-                entries.append({"key": key, "content": f"fact {k}.{j} from machine {m} over stdio", "tier": "semantic"})
+                text = f"fact {k}.{j} from machine {m} over stdio, codeword {codeword(key)}"
+                entries.append({"key": key, "content": text, "tier": "semantic"})
             for j in range(2):
                 key = {"e": f"{k}.{j}"}
                 entries.append({"key": key, "content": {"machine": m, "k": k, "j": j}, "tier": "episodic"})
@@ -421,10 +429,11 @@ async def mcp_writer(fleet: Fleet, m: int, shared: Shared, rounds: int, acks: Ac
     async with mcp_client(fleet, m, f"m{m}") as client:
         for k in range(rounds):
             tag = f"m{m}-{k}"
+            keys = [{"w": f"m{m}", "n": f"{k}.{j}"} for j in range(3)]
             entries = [
-                {"key": {"w": f"m{m}", "n": f"{k}.{j}"}, "content": f"fact {k}.{j} from machine {m} over mcp",
+                {"key": key, "content": f"fact {key['n']} from machine {m} over mcp, codeword {codeword(key)}",
                  "tier": "semantic"}
-                for j in range(3)
+                for key in keys
             ] + [{"key": {"k": "contested"}, "content": tag, "tier": "semantic"}]  # fmt: skip
 
             def stored(out: Any, entries: list[dict] = entries, tag: str = tag) -> None:
@@ -615,6 +624,20 @@ def verify_fleet(fleet: Fleet, shared: Shared, acks: dict[int, Acks], tail: list
     assert saved == sorted((b["w"], b["k"]) for a in acks.values() for b in a.json_saves)
     kv = [r for r in by_kind["kv"] if r["id"] == "shared-kv"]
     assert len(kv) == 1 and kv[0]["doc"]["value"] in [t for a in acks.values() for t in a.shared_kv]
+
+    # the indexes took every write: a sample of the entries, each found first by its own word
+    sample = random.Random(3).sample(sorted(wanted), min(30, len(wanted)))
+    server = Stdio(fleet, reader, fleet.root / "reader.err")
+    try:
+        mid = server.open("reader")
+        for k in sample:
+            word = codeword(orjson.loads(k))
+            got = server.ask("memory/retrieve/req", memory_id=mid, query=word, tier="semantic", limit=1)
+            assert got["type"] == "memory/retrieve/resp", got
+            assert [key_id(e["key"]) for e in got["entries"]] == [k], f"{k} not found by its word {word}"
+        assert server.close() == 0
+    finally:
+        server.kill()
 
     check_store_is_sound(fleet, reader, NS, records)
 
