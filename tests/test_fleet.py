@@ -22,7 +22,6 @@ import itertools
 import json
 import os
 import random
-import re
 import select
 import signal
 import subprocess
@@ -31,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,41 +52,43 @@ def _postgres_backend_present() -> bool:
     return (REPO / "store" / "backends" / "postgres" / "__init__.py").exists()
 
 
-try:  # the suite's shared PostgreSQL (MEM_TEST_PG_URL or a private pgserver), when the tree has it
-    from tests.pg import pg_server, pg_url  # noqa: F401
-except ImportError:
+try:  # the suite's PostgreSQL (MEM_TEST_PG_URL, else a private pgserver), shared with the other tests
+    from tests import pg as suite_pg
+except ImportError:  # pragma: no cover - a tree without tests/pg.py
+    suite_pg = None
 
-    @dataclass
-    class _Server:
-        url: str
+_own_server: dict[str, str] = {}
 
-    @pytest.fixture(scope="session")
-    def pg_server() -> Iterator[_Server]:
+
+def _server_url() -> str:
+    """The server's admin URL: the suite's (tests/pg.py), else MEM_TEST_PG_URL, else our own pgserver."""
+    if suite_pg is not None and hasattr(suite_pg, "server_url"):
+        return suite_pg.server_url()
+    if "url" not in _own_server:
         given = os.environ.get("MEM_TEST_PG_URL", "").strip()
-        if given:
-            yield _Server(given)
-            return
-        pgserver = pytest.importorskip("pgserver")
-        import shutil
-        import tempfile
+        if not given:
+            import atexit
+            import shutil
+            import tempfile
 
-        folder = Path(tempfile.mkdtemp(prefix="fleetpg-"))  # short: a unix socket's path has a length limit
-        srv = pgserver.get_server(folder / "data", cleanup_mode="delete")
-        try:
-            yield _Server(srv.get_uri())
-        finally:
-            srv.cleanup()
-            shutil.rmtree(folder, ignore_errors=True)
+            import pgserver
 
-    @pytest.fixture
-    def pg_url(pg_server: _Server) -> str:
-        """A fresh, empty database on the server, as a store URL."""
-        import psycopg
+            folder = tempfile.mkdtemp(prefix="fleetpg-")  # short: a unix socket's path has a length limit
+            given = pgserver.get_server(folder, cleanup_mode="stop").get_uri()
+            atexit.register(shutil.rmtree, folder, True)
+        _own_server["url"] = given
+    return _own_server["url"]
 
-        name = f"fleet_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(pg_server.url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return with_database(pg_server.url, name)
+
+def _fresh_database() -> str:
+    if suite_pg is not None and hasattr(suite_pg, "fresh_database"):
+        return suite_pg.fresh_database("fleet")
+    import psycopg
+
+    name = f"fleet_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_server_url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')  # a name made here, not from input
+    return with_database(_server_url(), name)
 
 
 def with_database(url: str, name: str) -> str:
@@ -107,7 +108,7 @@ def store_url(request) -> str:
     """A fresh PostgreSQL database as a store URL (skipped while the tree has no such backend)."""
     if not _postgres_backend_present():
         pytest.skip("the PostgreSQL backend (store/backends/postgres/) is not in this tree yet")
-    return request.getfixturevalue("pg_url")
+    return _fresh_database()
 
 
 @pytest.fixture
@@ -115,7 +116,7 @@ def server_url(request) -> str:
     """The PostgreSQL server's own (admin) URL."""
     if not _postgres_backend_present():
         pytest.skip("the PostgreSQL backend (store/backends/postgres/) is not in this tree yet")
-    return request.getfixturevalue("pg_server").url
+    return _server_url()
 
 
 # -- machines --------------------------------------------------------------------------------
@@ -203,7 +204,7 @@ class Stdio:
 
     def __init__(self, fleet: Fleet, machine: int | str, log: Path, extra_env: dict[str, str] | None = None) -> None:
         self.log = log
-        self.err = open(log, "wb")
+        self.err = open(log, "wb")  # noqa: SIM115 - the server writes to it for as long as it runs
         self.proc = subprocess.Popen(
             fleet.argv(machine, "serve-stdio"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
             cwd=REPO, env={**fleet.env(machine), **(extra_env or {})},
@@ -372,9 +373,7 @@ def cli_writer(fleet: Fleet, m: int, shared: Shared, rounds: int, acks: Acks) ->
         body = {"w": m, "k": k}
         attempt(["json", "save", json.dumps(body)], lambda out, b=body: acks.json_saves.append(b))
         attempt(["set", "shared-kv", json.dumps(tag)], lambda out, t=tag: acks.shared_kv.append(t))
-        attempt(
-            ["store", tag, "-t", "semantic", "-k", "k=contested"], lambda out, t=tag: acks.contested.append(t)
-        )
+        attempt(["store", tag, "-t", "semantic", "-k", "k=contested"], lambda out, t=tag: acks.contested.append(t))
 
 
 def stdio_writer(fleet: Fleet, m: int, rounds: int, batch: int, acks: Acks, logdir: Path) -> None:
@@ -595,7 +594,7 @@ def verify_fleet(fleet: Fleet, shared: Shared, acks: dict[int, Acks], tail: list
     assert memory["eventCount"] == len(acked_pairs)
     final_ids = [e["eventId"] for e in events]
     assert tail and tail[-1] == final_ids
-    for before, after in zip(tail, tail[1:]):
+    for before, after in zip(tail, tail[1:], strict=False):
         assert after[: len(before)] == before, (
             "an event appeared before events a reader had already seen: the log's order is not the order of "
             f"acknowledgement ({len(before)} seen, then {len(after)})"
@@ -620,7 +619,9 @@ def verify_fleet(fleet: Fleet, shared: Shared, acks: dict[int, Acks], tail: list
     assert set(observed) == wanted_obs, f"lost observations: {sorted(wanted_obs - set(observed))[:5]}"
 
     # JSON saves: one record each; the key-value pair: one record, one of the acknowledged values
-    saved = sorted((d["json"]["w"], d["json"]["k"]) for d in fleet.ok(reader, "json", "list", "-n", NS, "--limit", "1000"))
+    saved = sorted(
+        (d["json"]["w"], d["json"]["k"]) for d in fleet.ok(reader, "json", "list", "-n", NS, "--limit", "1000")
+    )
     assert saved == sorted((b["w"], b["k"]) for a in acks.values() for b in a.json_saves)
     kv = [r for r in by_kind["kv"] if r["id"] == "shared-kv"]
     assert len(kv) == 1 and kv[0]["doc"]["value"] in [t for a in acks.values() for t in a.shared_kv]
@@ -678,7 +679,8 @@ def test_concurrent_appenders_keep_one_order(fleet: Fleet) -> None:
     for m in acked:
         assert [seq for w, seq in pairs if w == m] == list(range(count))
     assert seen[-1] == [e["eventId"] for e in events]
-    breaks = [(i, len(before)) for i, (before, after) in enumerate(zip(seen, seen[1:])) if after[: len(before)] != before]
+    pairs_of_reads = zip(seen, seen[1:], strict=False)
+    breaks = [i for i, (before, after) in enumerate(pairs_of_reads) if after[: len(before)] != before]
     assert not breaks, (
         f"{len(breaks)} of {len(seen)} reads showed an event inserted before events an earlier read had already "
         "returned: the log is ordered by the appender's clock, not by the order of acknowledgement"
@@ -746,8 +748,9 @@ async def creator(fleet: Fleet, m: int, ids: list[str], won: dict[str, list[int]
     async with mcp_client(fleet, m, f"m{m}") as client:
         for pid in ids:
             try:
-                await tool(client, "persistent_memory_create", id=pid, label=f"made by m{m}",
-                           retrieval={"source_type": "kg", "source_id": NS}, contribution={"format": "text"})  # fmt: skip
+                retrieval = {"source_type": "kg", "source_id": NS}
+                await tool(client, "persistent_memory_create", id=pid, label=f"made by m{m}", retrieval=retrieval,
+                           contribution={"format": "text"})  # fmt: skip
                 won[pid].append(m)
             except Failed as exc:
                 assert "exists already" in str(exc), exc
