@@ -1158,8 +1158,10 @@ def test_errors_name_the_store_without_its_password(server_url: str, tmp_path: P
         try:
             server.send("memory/init/req", namespace="x", scope={})
             resp = server.reply(timeout=60)
-            text = orjson.dumps(resp).decode() if resp else ""
-            no_leak(text, "serve-stdio's answer")
+            assert resp is not None, "serve-stdio did not answer"
+            no_leak(orjson.dumps(resp).decode(), "serve-stdio's answer")
+            assert resp["type"] == "error" and resp["code"] == "runtime_error" and resp["req_id"] == "r1", resp
+            assert "***" in resp["message"] or "@" not in resp["message"], resp  # the store named, its password masked
         finally:
             server.kill()
         no_leak(server.stderr(), "serve-stdio's log")
