@@ -10,10 +10,12 @@ The same harness runs on the files backend (every machine then shares one `--hom
 on one machine do): it is the baseline the PostgreSQL run is held to, and it keeps the harness
 honest when PostgreSQL is not at hand.
 
-Database: a private PostgreSQL from the `pgserver` package (or the server `MEM_TEST_PG_URL` names),
-a fresh database per test. The long tests are marked `slow`: CI runs them bounded (under a minute
-each), `MEM_STRESS=1` runs them in full.
+Database: the suite's (`tests/pg.py`: the server `MEM_TEST_PG_URL` names, else a private
+PostgreSQL from the `pgserver` package), a fresh database per test. The long tests are marked
+`slow`: CI runs them bounded (under a minute each), `MEM_STRESS=1` runs them in full.
 """
+
+# ruff: noqa: F811 (the fixtures imported from tests/pg.py are named as the fixtures' arguments)
 
 from __future__ import annotations
 
@@ -28,16 +30,17 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
+
+from tests.pg import PgServer, pg_server, pg_url, with_database, with_user  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 STRESS = bool(os.environ.get("MEM_STRESS"))
@@ -48,75 +51,21 @@ SECRET = "fl33t-s3cr3t-pw"  # a password put in store URLs, which no output may 
 # -- the database --------------------------------------------------------------------------
 
 
-def _postgres_backend_present() -> bool:
-    return (REPO / "store" / "backends" / "postgres" / "__init__.py").exists()
+@pytest.fixture
+def store_url(pg_url: str) -> str:
+    """A fresh PostgreSQL database as a store URL (tests/pg.py: MEM_TEST_PG_URL or a private pgserver)."""
+    return pg_url
 
 
-try:  # the suite's PostgreSQL (MEM_TEST_PG_URL, else a private pgserver), shared with the other tests
-    from tests import pg as suite_pg
-except ImportError:  # pragma: no cover - a tree without tests/pg.py
-    suite_pg = None
-
-_own_server: dict[str, str] = {}
-
-
-def _server_url() -> str:
-    """The server's admin URL: the suite's (tests/pg.py), else MEM_TEST_PG_URL, else our own pgserver."""
-    if suite_pg is not None and hasattr(suite_pg, "server_url"):
-        return suite_pg.server_url()
-    if "url" not in _own_server:
-        given = os.environ.get("MEM_TEST_PG_URL", "").strip()
-        if not given:
-            import atexit
-            import shutil
-            import tempfile
-
-            import pgserver
-
-            folder = tempfile.mkdtemp(prefix="fleetpg-")  # short: a unix socket's path has a length limit
-            given = pgserver.get_server(folder, cleanup_mode="stop").get_uri()
-            atexit.register(shutil.rmtree, folder, True)
-        _own_server["url"] = given
-    return _own_server["url"]
-
-
-def _fresh_database() -> str:
-    if suite_pg is not None and hasattr(suite_pg, "fresh_database"):
-        return suite_pg.fresh_database("fleet")
-    import psycopg
-
-    name = f"fleet_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_server_url(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')  # a name made here, not from input
-    return with_database(_server_url(), name)
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+@pytest.fixture
+def server_url(pg_server: PgServer) -> str:
+    """The PostgreSQL server's own (admin) URL."""
+    return pg_server.url
 
 
 def with_password(url: str, password: str) -> str:
     parts = urlsplit(url)
-    user = parts.username or "postgres"
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, f"{user}:{password}@{host}", parts.path, parts.query, parts.fragment))
-
-
-@pytest.fixture
-def store_url(request) -> str:
-    """A fresh PostgreSQL database as a store URL (skipped while the tree has no such backend)."""
-    if not _postgres_backend_present():
-        pytest.skip("the PostgreSQL backend (store/backends/postgres/) is not in this tree yet")
-    return _fresh_database()
-
-
-@pytest.fixture
-def server_url(request) -> str:
-    """The PostgreSQL server's own (admin) URL."""
-    if not _postgres_backend_present():
-        pytest.skip("the PostgreSQL backend (store/backends/postgres/) is not in this tree yet")
-    return _server_url()
+    return with_user(url, parts.username or "postgres", password)
 
 
 # -- machines --------------------------------------------------------------------------------
