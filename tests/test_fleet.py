@@ -584,6 +584,7 @@ def verify_fleet(fleet: Fleet, shared: Shared, acks: dict[int, Acks], tail: list
             got = server.ask("memory/retrieve/req", memory_id=mid, query=wanted[k], tier="semantic", limit=1)
             assert got["type"] == "memory/retrieve/resp", got
             assert [key_id(e["key"]) for e in got["entries"]] == [k], f"{k} not found first by its own text"
+            assert got["total"] == len(by_kind["semantic"]), "total counts every entry, before the limit"
         assert server.close() == 0
     finally:
         server.kill()
@@ -798,8 +799,10 @@ def test_a_namespace_deleted_under_writers_keeps_every_later_write(fleet: Fleet,
 # -- 1f. reindex while machines write ----------------------------------------------------------------------
 
 
-def batch_writer(fleet: Fleet, m: int, done: threading.Event, acked: dict[str, str], logdir: Path) -> None:
-    """Batches of 20 semantic entries until `done` is set, and 3 more after that."""
+def batch_writer(
+    fleet: Fleet, m: int, done: threading.Event, acked: dict[str, str], brief: set[str], logdir: Path
+) -> None:
+    """Batches of 20 semantic entries, and 5 that live one second, until `done` is set, and 3 more."""
     server = Stdio(fleet, m, logdir / f"batch-m{m}.err")
     try:
         mid = server.open(f"m{m}", namespace="re")
@@ -812,9 +815,12 @@ def batch_writer(fleet: Fleet, m: int, done: threading.Event, acked: dict[str, s
             keys = [{"w": f"m{m}", "n": f"{k}.{j}"} for j in range(20)]
             entries = [{"key": key, "content": f"note {key['n']} codeword {codeword(key)}", "tier": "semantic"}
                        for key in keys]  # fmt: skip
-            resp = server.ask("memory/store/req", memory_id=mid, entries=entries)
-            assert resp["type"] == "memory/store/resp" and len(resp["stored"]) == 20, resp
+            short = [{"key": {"w": f"m{m}", "brief": f"{k}.{j}"}, "content": f"brief {k}.{j}", "tier": "semantic",
+                      "ttl": 1} for j in range(5)]  # fmt: skip
+            resp = server.ask("memory/store/req", memory_id=mid, entries=entries + short)
+            assert resp["type"] == "memory/store/resp" and len(resp["stored"]) == 25, resp
             acked.update((key_id(e["key"]), e["content"]) for e in entries)
+            brief.update(key_id(e["key"]) for e in short)
         assert server.close() == 0
     finally:
         server.kill()
@@ -822,36 +828,49 @@ def batch_writer(fleet: Fleet, m: int, done: threading.Event, acked: dict[str, s
 
 
 @pytest.mark.slow
-def test_reindex_under_writers_loses_nothing_and_indexes_everything(fleet: Fleet, tmp_path: Path) -> None:
-    """Two machines run `mem reindex` while three others store batches: every acknowledged entry
-    is there afterwards, with its content, and a search by its text finds it first."""
+def test_reindex_and_gc_under_writers_lose_nothing_and_index_everything(fleet: Fleet, tmp_path: Path) -> None:
+    """Two machines run `mem reindex` and `mem gc` (which purges expired entries and builds
+    indexes) while three others store batches, some entries with a one-second TTL: every
+    acknowledged lasting entry is there afterwards, with its content, a search by its text finds
+    it first, and once the short-lived ones have expired and a last gc has run, `stats` counts
+    exactly what is left."""
     acked: dict[str, str] = {}
+    brief: set[str] = set()
     done = threading.Event()
 
-    def reindexer(m: int) -> None:
+    def maintainer(m: int, command: str) -> None:
         try:
             while len(acked) < 100:
                 time.sleep(0.02)
             for _ in range(3 if STRESS else 1):
-                run = fleet.mem(m, "reindex", "--embedder", "hash")
-                no_leak(run.out + run.err, "mem reindex")
-                assert run.code == 0, run.err
+                for args in (["reindex", "--embedder", "hash"], ["gc"]) if command == "reindex" else (["gc"], ["gc"]):
+                    run = fleet.mem(m, *args)
+                    no_leak(run.out + run.err, f"mem {args[0]}")
+                    assert run.code == 0, run.err
+                    time.sleep(0.5)  # let the short-lived entries written meanwhile expire
         finally:
             done.set()
 
-    run_threads([lambda: reindexer(3), lambda: reindexer(4),
-                 *[lambda m=m: batch_writer(fleet, m, done, acked, tmp_path) for m in range(3)]])  # fmt: skip
+    writers = [lambda m=m: batch_writer(fleet, m, done, acked, brief, tmp_path) for m in range(3)]
+    run_threads([lambda: maintainer(3, "reindex"), lambda: maintainer(4, "gc"), *writers])
     records = export_records(fleet, 9, "re")
-    assert {key_id(r["doc"]["key"]): r["doc"]["content"] for r in records} == acked
+    lasting = {key_id(r["doc"]["key"]): r["doc"]["content"] for r in records if "brief" not in r["doc"]["key"]}
+    assert lasting == acked
+    assert {key_id(r["doc"]["key"]) for r in records if "brief" in r["doc"]["key"]} <= brief
     server = Stdio(fleet, 9, tmp_path / "re-reader.err")
     try:
         mid = server.open("reader", namespace="re")
         for k in random.Random(5).sample(sorted(acked), 40):
             got = server.ask("memory/retrieve/req", memory_id=mid, query=acked[k], tier="semantic", limit=1)
             assert [key_id(e["key"]) for e in got["entries"]] == [k], f"{k} is not found after the reindex"
+            assert got["total"] >= len(acked), got["total"]
         assert server.close() == 0
     finally:
         server.kill()
+    time.sleep(1.1)  # every short-lived entry has expired
+    assert fleet.mem(9, "gc").code == 0
+    records = export_records(fleet, 9, "re")
+    assert {key_id(r["doc"]["key"]): r["doc"]["content"] for r in records} == acked
     check_store_is_sound(fleet, 9, "re", records)
 
 
