@@ -874,6 +874,64 @@ def test_reindex_and_gc_under_writers_lose_nothing_and_index_everything(fleet: F
     check_store_is_sound(fleet, 9, "re", records)
 
 
+# -- 1g. churn: stores and forgets of the same keys on several machines -----------------------------------
+
+
+def churner(fleet: Fleet, m: int, rounds: int, limit: int, logdir: Path) -> None:
+    """Stores and forgets the same 30 keys (shared by every churner), in random order."""
+    rng = random.Random(m)
+    server = Stdio(fleet, m, logdir / f"churn-m{m}.err", extra_env={"MEM_MAX_ENTRIES": str(limit)})
+    try:
+        mid = server.open(f"m{m}", namespace="churn")
+        for k in range(rounds):
+            keys = rng.sample(range(30), 8)
+            if rng.random() < 0.6:
+                entries = [{"key": {"k": str(n)}, "content": f"m{m} round {k}", "tier": "semantic",
+                            "tags": [f"g{n % 3}"]} for n in keys]  # fmt: skip
+                resp = server.ask("memory/store/req", memory_id=mid, entries=entries)
+                assert resp["type"] == "memory/store/resp", resp
+            elif rng.random() < 0.5:
+                resp = server.ask("memory/forget/req", memory_id=mid, tier="semantic", tags=[f"g{rng.randrange(3)}"])
+                assert resp["type"] == "memory/forget/resp", resp
+            else:
+                resp = server.ask(
+                    "memory/forget/req", memory_id=mid, tier="semantic", keys=[{"k": str(n)} for n in keys]
+                )
+                assert resp["type"] == "memory/forget/resp", resp
+        assert server.close() == 0
+    finally:
+        server.kill()
+        no_leak(server.stderr(), "serve-stdio")
+
+
+@pytest.mark.slow
+def test_churn_on_shared_keys_keeps_the_counts_true(fleet: Fleet, tmp_path: Path) -> None:
+    """Four machines store and forget the same keys at once. Afterwards each key is there once at
+    most, `stats` counts what a recount finds, and the namespace's capacity is still exact: with
+    everything forgotten, exactly `max_entries` new entries fit, one more does not (a usage counter
+    that drifted under the churn would let too many in or refuse too early)."""
+    limit = 40
+    run_threads([lambda m=m: churner(fleet, m, 120 if STRESS else 30, limit, tmp_path) for m in range(4)])
+    records = export_records(fleet, 9, "churn")
+    keys = [key_id(r["doc"]["key"]) for r in records]
+    assert len(keys) == len(set(keys)) and len(keys) <= 30
+    check_store_is_sound(fleet, 9, "churn", records)
+    server = Stdio(fleet, 9, tmp_path / "churn-check.err", extra_env={"MEM_MAX_ENTRIES": str(limit)})
+    try:
+        mid = server.open("checker", namespace="churn")
+        assert server.ask("memory/forget/req", memory_id=mid, tier="semantic", all=True)["type"] == "memory/forget/resp"
+        fill = [{"key": {"fill": str(n)}, "content": f"fill {n}", "tier": "semantic"} for n in range(limit)]
+        resp = server.ask("memory/store/req", memory_id=mid, entries=fill)
+        assert resp["type"] == "memory/store/resp" and len(resp["stored"]) == limit, resp
+        extra = server.ask("memory/store/req", memory_id=mid, entries=[{"key": {"fill": "over"}, "content": "x",
+                                                                         "tier": "semantic"}])  # fmt: skip
+        assert extra.get("code") == "memory_full", extra
+        assert server.close() == 0
+    finally:
+        server.kill()
+    check_store_is_sound(fleet, 9, "churn", export_records(fleet, 9, "churn"))
+
+
 # -- 2. clients killed mid-transaction ----------------------------------------------------------
 
 
