@@ -117,6 +117,14 @@ class Scope(ABC):
     def docs(self, now: float) -> Iterator[Doc]:
         """Every live record, oldest write first."""
 
+    def last(self, now: float) -> Doc | None:
+        """The live record written last (in a scope whose records are only ever added, such as
+        an episodic log: the last one appended). Backends find it without reading the others."""
+        found = None
+        for doc in self.docs(now):
+            found = doc
+        return found
+
     @abstractmethod
     def usage(self, now: float) -> tuple[int, int]:
         """(live records, their serialised bytes)."""

@@ -81,10 +81,25 @@ class EpisodeTools:
         return self._with_count(self._episodes(namespace).require(memory_id, "episodic memory"), namespace)
 
     def episodic_memory_append_event(self, memory_id: str, event: Any, namespace: str = "default") -> Doc:
-        """Append `event` to memory `memory_id`; refused if the memory is archived."""
-        _writable(self._episodes(namespace).require(memory_id, "episodic memory"))
-        doc = {"id": _event_id(), "memoryId": memory_id, **_event(event), "timestamp": iso(clock.now())}
-        self._events(namespace, memory_id).put(doc)
+        """Append `event` to memory `memory_id`; refused if the memory is archived.
+
+        The event's timestamp and id are taken under the namespace's lock, never before those of
+        the log's last event: the log's order is the order appends were acknowledged, even when
+        appenders race or a machine's clock is behind (its event gets the last one's time), so a
+        reader following the log (`since`, `lastCount`) never misses an event."""
+        body = _event(event)
+        self._episodes(namespace).require(memory_id, "episodic memory")  # a clear error before the lock
+        events = self._events(namespace, memory_id)
+        events.catch_up()
+        with self.backend.lock(namespace):
+            _writable(self._episodes(namespace).require(memory_id, "episodic memory"))  # not archived meanwhile
+            last = events.shard.last(clock.now())
+            timestamp, after = iso(clock.now()), 0
+            if last is not None:
+                timestamp = max(timestamp, str(last.get("timestamp", "")))
+                after = _event_ns(last.get("id"))
+            doc = {"id": _event_id(after), "memoryId": memory_id, **body, "timestamp": timestamp}
+            events.put(doc)
         return public_event(doc)
 
     def episodic_memory_query_events(
@@ -200,9 +215,16 @@ def public_event(doc: Doc) -> Doc:
     return out
 
 
-def _event_id() -> str:
-    """Sortable by time of creation, unique across processes."""
-    return f"ev_{time.time_ns():020d}_{uuid.uuid4().hex[:8]}"
+def _event_id(after: int = 0) -> str:
+    """Sortable by time of creation, unique across processes, and after the id `after` (in ns)."""
+    return f"ev_{max(time.time_ns(), after + 1):020d}_{uuid.uuid4().hex[:8]}"
+
+
+def _event_ns(event_id: object) -> int:
+    """The nanoseconds of an event id made by `_event_id` (0 for another one: an import's)."""
+    if isinstance(event_id, str) and event_id.startswith("ev_") and event_id[3:23].isdigit():
+        return int(event_id[3:23])
+    return 0
 
 
 def _writable(memory: Doc) -> None:

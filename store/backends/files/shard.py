@@ -259,6 +259,19 @@ class Shard(Scope):
             doc = self.seg.doc(row)  # type: ignore[union-attr]
         return doc if expiry(doc) > now else None
 
+    def last(self, now: float) -> dict[str, Any] | None:
+        """The newest live record: the memtable's last written (slots are kept in write order
+        by `slot_of`), else the checkpoint's last live row (rows are in write order too)."""
+        for rid in reversed(self.mem.slot_of):
+            doc = self.mem.docs[self.mem.slot_of[rid]]
+            if doc is not None and expiry(doc) > now:
+                return doc
+        if self.seg is not None:
+            alive = np.flatnonzero(self.seg_alive(now))
+            if len(alive):
+                return self.seg.doc(int(alive[-1]))
+        return None
+
     def seg_alive(self, now: float) -> np.ndarray:
         """Mask of checkpoint rows that are neither superseded, deleted nor expired."""
         if self.seg is None:

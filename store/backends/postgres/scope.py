@@ -91,6 +91,10 @@ class PgScope(Scope):
             if len(rows) < PAGE:
                 return
 
+    def last(self, now: float) -> Doc | None:
+        rows = self._run(f"SELECT raw FROM mem_records WHERE {KEY} AND {LIVE} ORDER BY seq DESC LIMIT 1", {"now": now})
+        return load(rows[0][0]) if rows else None
+
     def usage(self, now: float) -> tuple[int, int]:
         rows = self._run(
             "SELECT coalesce((SELECT n_docs FROM mem_scopes WHERE " + KEY + "), 0), "
