@@ -1,0 +1,389 @@
+"""An outside audit of the PostgreSQL backend (issue 11), driven from the outside: the CLI,
+`serve-stdio` (A2E NDJSON) and `serve-mcp` (raw JSON-RPC) as subprocesses on a fresh database.
+
+Each failing test is a finding (the comment above it names it); the passing ones prove that an
+attack failed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+from store.protocol import auth_token  # noqa: E402
+from tests.pg import fresh_database  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+HOSTILE = [
+    "'; DROP TABLE mem_records; --",
+    'quote " and \\ backslash',
+    "%s %(x)s $1 $$ ::text",
+    "é 漢字 🎉 \u202e rtl",
+    "x" * 10_000,
+]
+
+
+def env_for(url: str, home: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ, "MEM_STORE": url, "MEM_HOME": str(home), "MEM_EMBEDDER": "hash",
+        "MEM_CHECKPOINTS": "off", **extra,
+    }  # fmt: skip
+
+
+def mem(url: str, home: Path, *args: str, stdin: bytes = b"", **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, cwd=REPO, timeout=60,
+        env=env_for(url, home, **extra),
+    )  # fmt: skip
+
+
+def sql(url: str, statement: str, *params: Any) -> Any:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description else cur.rowcount
+
+
+def msg(kind: str, rid: str, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, "id": rid, "version": "1.0", "ts": 0.0, **fields}
+
+
+class Wire:
+    """One `mem serve-stdio`."""
+
+    def __init__(self, url: str, home: Path, **extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve-stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=str(REPO), env=env_for(url, home, **extra),
+        )  # fmt: skip
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def hello(self, agent: str, secret: str) -> None:
+        reply = self.ask(msg("handshake/req", "h", agent_id=agent, agent_caps=[], auth_token=auth_token(secret, agent)))
+        assert reply["ok"], reply
+
+    def close(self) -> bytes:
+        assert self.proc.stdin and self.proc.stderr
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        return self.proc.stderr.read()
+
+
+class Mcp:
+    """One `mem serve-mcp`, spoken to as raw JSON-RPC over stdio."""
+
+    def __init__(self, url: str, home: Path, *args: str, **extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve-mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=str(REPO), env=env_for(url, home, **extra),
+        )  # fmt: skip
+        self.n = 0
+        self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "audit", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, obj: dict[str, Any]) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(json.dumps(obj).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.n += 1
+        self.send({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params})
+        assert self.proc.stdout
+        while True:
+            reply = json.loads(self.proc.stdout.readline())
+            if reply.get("id") == self.n:
+                return reply
+
+    def call(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return self.rpc("tools/call", {"name": name, "arguments": args})["result"]
+
+    def close(self) -> bytes:
+        assert self.proc.stdin and self.proc.stderr
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        return self.proc.stderr.read()
+
+
+def kill_connections(url: str) -> None:
+    sql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+             "WHERE pid <> pg_backend_pid() AND datname = current_database()")  # fmt: skip
+
+
+@pytest.fixture
+def url() -> str:
+    return fresh_database("mem_audit")
+
+
+# ---------------------------------------------------------------- 1. auth and scoping
+
+
+def test_attack_failed_agents_cannot_reach_each_others_sessions_over_stdio(url, tmp_path):
+    a, b = Wire(url, tmp_path / "m1", MEM_AUTH_SECRET="s3cret"), Wire(url, tmp_path / "m2", MEM_AUTH_SECRET="s3cret")
+    try:
+        a.hello("A", "s3cret")
+        b.hello("B", "s3cret")
+        mid = a.ask(msg("memory/init/req", "i", namespace="ns"))["memory_id"]
+        a.ask(msg("memory/store/req", "s", memory_id=mid, entries=[{"key": "k", "content": "A only", "tier": "episodic"}]))
+        shell = json.loads(mem(url, tmp_path / "m3", "init", "-n", "ns", "--agent", "A", "--format", "json").stdout)
+        for target in (mid, shell["memory_id"]):
+            for m in (
+                msg("memory/retrieve/req", "r", memory_id=target),
+                msg("memory/store/req", "s", memory_id=target, entries=[{"key": "k", "content": "B!", "tier": "episodic"}]),
+                msg("memory/forget/req", "f", memory_id=target, all=True),
+            ):
+                assert b.ask(m)["type"] == "error"
+        assert b.ask(msg("memory/init/req", "i", namespace="ns", scope={"agent": "A"}))["code"] == "unauthorized"
+        got = a.ask(msg("memory/retrieve/req", "r", memory_id=mid))
+        assert [e["content"] for e in got["entries"]] == ["A only"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_attack_failed_mcp_with_a_secret_refuses_another_agent(url, tmp_path):
+    server = Mcp(url, tmp_path, "--agent", "A", MEM_AUTH_SECRET="s3cret")
+    try:
+        for tool, args in (
+            ("memory_store", {"agent": "B", "entries": [{"key": "k", "content": "x", "tier": "episodic"}]}),
+            ("memory_retrieve", {"agent": "B"}),
+            ("memory_forget", {"agent": "B", "all": True}),
+        ):
+            result = server.call(tool, args)
+            assert result["isError"] and "unauthorized" in result["content"][0]["text"], result
+    finally:
+        server.close()
+
+
+# ---------------------------------------------------------------- 2. injection
+
+
+def test_attack_failed_hostile_strings_are_data_on_postgresql(url, tmp_path):
+    for i, s in enumerate(HOSTILE):
+        ns, agent = s[:200], s[:100]
+        out = mem(url, tmp_path, "store", "-n", ns, "--agent", agent, "--key", s[:1000], "--tag", s[:60], s, "--format", "json")
+        assert out.returncode == 0, out.stderr
+        got = mem(url, tmp_path, "retrieve", "-n", ns, "--agent", agent, "-q", s[:300], "--tag", s[:60], "--format", "json")
+        assert got.returncode == 0, got.stderr
+        rows = json.loads(got.stdout)
+        assert [r["content"] for r in rows] == [s] and rows[0]["key"] == {"key": s[:1000]}
+        assert mem(url, tmp_path, "set", "-n", ns, s[:1000], s).returncode == 0
+        assert mem(url, tmp_path, "get", "-n", ns, s[:1000], "--raw").stdout.decode().rstrip("\n") == s
+        if i >= 2:
+            continue  # the graph and the filters: two strings are enough (time)
+        kg = mem(url, tmp_path, "kg", "create", s[:500], "--type", s[:100], "--obs", s, "-n", ns)
+        assert kg.returncode == 0, kg.stderr
+        assert mem(url, tmp_path, "kg", "search", s[:50], "-n", ns).stdout.count(b'"entity"') == 1
+        lst = mem(url, tmp_path, "json", "list", "-n", ns, "--filter", json.dumps({s[:30]: {"$gt": s[:30]}}))
+        assert lst.returncode == 0 and b"Traceback" not in lst.stderr
+    assert sql(url, "SELECT count(*) FROM mem_records")[0][0] > 0  # the table is still there
+
+
+# ---------------------------------------------------------------- 3. several machines
+
+
+def test_attack_failed_max_entries_raced_from_two_homes(url, tmp_path):
+    def store(i: int) -> int:
+        return mem(url, tmp_path / f"m{i % 2}", "store", "-n", "lim", "--key", f"k{i}", f"v{i}", MEM_MAX_ENTRIES="3").returncode
+
+    with ThreadPoolExecutor(6) as pool:
+        codes = list(pool.map(store, range(6)))
+    assert sorted(codes) == [0, 0, 0, 5, 5, 5]
+    assert sql(url, "SELECT count(*) FROM mem_records WHERE namespace = 'lim'")[0][0] == 3
+
+
+def test_attack_failed_session_closed_on_machine_b_is_gone_for_machine_a(url, tmp_path):
+    mid = json.loads(mem(url, tmp_path / "a", "init", "-n", "s", "--agent", "A", "--format", "json").stdout)["memory_id"]
+    server = Wire(url, tmp_path / "a")
+    try:
+        ok = server.ask(msg("memory/store/req", "s", memory_id=mid, entries=[{"key": "w", "content": "x", "tier": "working"}]))
+        assert ok["stored"] == [{"key": "w"}]
+        assert mem(url, tmp_path / "b", "session", "close", mid).returncode == 0
+        after = server.ask(msg("memory/retrieve/req", "r", memory_id=mid))
+        assert after["type"] == "error" and after["code"] == "memory_not_found"
+    finally:
+        server.close()
+
+
+# FINDING F5 (medium): after `mem reindex --embedder static` on machine B, machine A's running
+# hash-embedder serve-stdio answers a query with a raw SQL error ("the server refused a statement
+# (22000: different vector dimensions 256 and 64)") instead of the clear "vectors were made by
+# the 'static' embedder ... run mem reindex" its writes get (the files backend does not crash).
+def test_finding_reindex_on_another_machine_gives_a_query_a_clear_error(url, tmp_path):
+    server = Wire(url, tmp_path / "a")
+    try:
+        mid = server.ask(msg("memory/init/req", "i", namespace="ri"))["memory_id"]
+        server.ask(msg("memory/store/req", "s", memory_id=mid, entries=[{"key": "x", "content": "deploy key", "tier": "semantic"}]))
+        assert mem(url, tmp_path / "b", "reindex", "--embedder", "static").returncode == 0
+        reply = server.ask(msg("memory/retrieve/req", "r", memory_id=mid, query="deploy key"))
+        if reply["type"] == "error":
+            assert "refused a statement" not in reply["message"] and "dimensions" not in reply["message"], reply
+            assert "reindex" in reply["message"] or "embedder" in reply["message"], reply
+    finally:
+        server.close()
+
+
+# ---------------------------------------------------------------- 4. operator errors
+
+
+# FINDING F3 (medium): a password written without percent-encoding (as operators do) leaks:
+# with '/', '?' or '#' the whole URL, password included, is echoed; with '@' the tail of the
+# password is echoed by the driver's "failed to resolve host 'ter2pw@127.0.0.1'".
+@pytest.mark.parametrize("password", ["Hun@ter2pw", "Hun/ter2pw", "Hun?ter2pw", "Hun#ter2pw"])
+def test_finding_an_unencoded_password_is_never_shown(tmp_path, password):
+    out = mem(f"postgresql://u:{password}@127.0.0.1:1/db", tmp_path, "stats")
+    assert out.returncode == 7, out.stderr
+    text = (out.stdout + out.stderr).decode()
+    for piece in (password, password[4:], "ter2pw"):
+        assert piece not in text, text
+
+
+# FINDING F4 (medium): a libpq keyword/value connection string (`host=... password=...`, what
+# psql and psycopg accept) is echoed whole, password included, in "unknown store URL scheme".
+def test_finding_a_keyword_dsn_password_is_never_shown(tmp_path):
+    out = mem("host=127.0.0.1 port=1 user=u password=Hunter2pw", tmp_path, "stats")
+    assert out.returncode != 0
+    assert b"Hunter2pw" not in out.stdout + out.stderr, out.stderr
+
+
+# FINDING F7 (low): a malformed URL is reported as exit 7 "the server refused a statement (None:
+# ...)": no server was asked, and `None` is a missing SQLSTATE leaking into the message.
+def test_finding_a_malformed_url_is_not_a_refused_statement(tmp_path):
+    for bad in ("postgresql://u:Hunter2pw@[::1/db", "postgresql://u:Hunter2pw@127.0.0.1:1/db?bogusopt=1"):
+        out = mem(bad, tmp_path, "stats")
+        text = out.stderr.decode()
+        assert "Hunter2pw" not in text
+        assert "refused a statement" not in text and "(None:" not in text, text
+
+
+def test_attack_failed_passwords_in_url_forms_are_masked(tmp_path):
+    for bad in (
+        "postgresql://u:Hunter2pw@127.0.0.1:1/db",
+        "postgresql://u@127.0.0.1:1/db?password=Hunter2pw",
+        "postgresql:///db?host=127.0.0.1&port=1&user=u&password=Hunter2pw",
+        "postgres://u:Hunter%32pw@127.0.0.1:1/db?sslmode=bogus",
+    ):
+        for args in (["stats"], ["doctor"], ["retrieve", "-q", "x"]):
+            out = mem(bad, tmp_path, *args)
+            assert out.returncode in (1, 7), out.stderr
+            assert b"Hunter2pw" not in out.stdout + out.stderr and b"%32" not in out.stdout + out.stderr
+
+
+def test_attack_failed_killed_connections_are_reopened_by_running_servers(url, tmp_path):
+    wire, mcp = Wire(url, tmp_path), Mcp(url, tmp_path, "--agent", "A")
+    try:
+        mid = wire.ask(msg("memory/init/req", "i", namespace="ns"))["memory_id"]
+        wire.ask(msg("memory/store/req", "s", memory_id=mid, entries=[{"key": "a", "content": "x", "tier": "episodic"}]))
+        assert not mcp.call("memory_set", {"key": "k", "value": "v"})["isError"]
+        kill_connections(url)
+        for reply in (
+            wire.ask(msg("memory/retrieve/req", "r", memory_id=mid)),
+            wire.ask(msg("memory/store/req", "s2", memory_id=mid, entries=[{"key": "b", "content": "y", "tier": "episodic"}])),
+        ):
+            assert reply["type"] != "error" or reply["retryable"], reply
+        kill_connections(url)
+        for result in (mcp.call("memory_get", {"key": "k"}), mcp.call("memory_set", {"key": "k2", "value": "v"})):
+            assert not result["isError"] or "retry" in result["content"][0]["text"], result
+    finally:
+        wire.close()
+        mcp.close()
+
+
+# ---------------------------------------------------------------- 5. tampering
+
+
+def seeded(url: str, home: Path) -> None:
+    for key, content in (("a", "alpha beta"), ("b", "gamma delta")):
+        assert mem(url, home, "store", "-n", "ns", "--key", key, content).returncode == 0
+
+
+# FINDING F1 (high): one row whose `raw` was garbled by hand makes every read of its tier fail
+# with a bare "JSONDecodeError: unexpected character ..." naming neither table nor row, while
+# `mem doctor` says "store is healthy" and `mem doctor --repair` changes nothing.
+def test_finding_a_garbled_raw_is_named_by_doctor_and_repaired(url, tmp_path):
+    seeded(url, tmp_path)
+    sql(url, "UPDATE mem_records SET raw = '{not json' WHERE id = %s", '{"key":"a"}')
+    read = mem(url, tmp_path, "retrieve", "-n", "ns")
+    assert b"JSONDecodeError" not in read.stderr, read.stderr
+    doctor = mem(url, tmp_path, "doctor")
+    assert doctor.returncode == 1 and b"mem_records" in doctor.stdout + doctor.stderr, doctor.stderr
+    repair = mem(url, tmp_path, "doctor", "--repair")
+    assert repair.returncode == 1  # the record is lost and says so
+    assert b"gamma delta" in mem(url, tmp_path, "retrieve", "-n", "ns").stdout
+
+
+# FINDING F1b (high): the README promises "mem export on a damaged store writes every record it
+# can read, then exits 1 naming the damage"; on PostgreSQL one garbled row makes export write
+# nothing at all.
+def test_finding_export_writes_every_readable_record_around_a_garbled_row(url, tmp_path):
+    seeded(url, tmp_path)
+    sql(url, "UPDATE mem_records SET raw = '{not json' WHERE id = %s", '{"key":"a"}')
+    out = mem(url, tmp_path, "export")
+    assert out.returncode == 1
+    assert b"gamma delta" in out.stdout, out.stderr
+
+
+# FINDING F2 (high): a deleted mem_scopes row silently hides the scope's records: `retrieve -q`
+# answers "0 of 0 matching", `stats` omits the tier and `mem export` exits 0 without them (a
+# backup that silently loses data). `mem doctor` does name it and `--repair` recounts.
+def test_finding_a_deleted_scope_row_hides_nothing(url, tmp_path):
+    seeded(url, tmp_path)
+    sql(url, "DELETE FROM mem_scopes WHERE kind = 'episodic'")
+    found = mem(url, tmp_path, "retrieve", "-n", "ns", "-q", "alpha", "--format", "json")
+    exported = mem(url, tmp_path, "export")
+    assert b"alpha beta" in exported.stdout or exported.returncode != 0, "export dropped records with exit 0"
+    assert b"alpha beta" in found.stdout, found.stderr
+
+
+def test_attack_failed_negative_counters_are_found_and_recounted(url, tmp_path):
+    seeded(url, tmp_path)
+    sql(url, "UPDATE mem_usage SET entries = -5, bytes = -100")
+    assert mem(url, tmp_path, "doctor").returncode == 1
+    assert mem(url, tmp_path, "doctor", "--repair").returncode == 0
+    assert sql(url, "SELECT entries FROM mem_usage WHERE namespace = 'ns'") == [(2,)]
+
+
+# FINDING F6 (low; needs the owner role): a vector of another dimension in one row (after the
+# column was loosened) makes every query of the namespace fail with exit 7 "store unavailable"
+# and the raw SQL text "(22000: different vector dimensions 3 and 64)"; `doctor --repair` fixes it.
+def test_finding_a_vector_of_the_wrong_dimension_does_not_break_search(url, tmp_path):
+    seeded(url, tmp_path)
+    sql(url, "ALTER TABLE mem_records ALTER COLUMN vec TYPE vector USING vec::vector")
+    sql(url, "UPDATE mem_records SET vec = '[1,2,3]' WHERE id = %s", '{"key":"a"}')
+    out = mem(url, tmp_path, "retrieve", "-n", "ns", "-q", "gamma")
+    assert out.returncode == 0 and b"gamma delta" in out.stdout, out.stderr
+
+
+# ---------------------------------------------------------------- 6. read-only MCP
+
+
+def snapshot(url: str) -> dict[str, Any]:
+    tables = [t for (t,) in sql(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+    return {t: sql(url, f"SELECT md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')), count(*) FROM {t} x") for t in tables}  # noqa: S608
+
+
+@pytest.mark.parametrize("seed", [True, False], ids=["used", "empty-database"])
+def test_read_only_mcp_writes_nothing(url, tmp_path, seed):
+    if seed:
+        seeded(url, tmp_path)
+    before = snapshot(url)
+    server = Mcp(url, tmp_path, "--read-only", "--agent", "A")
+    try:
+        for tool in server.rpc("tools/list", {})["result"]["tools"]:
+            props = tool["inputSchema"].get("properties", {})
+            server.call(tool["name"], {"query": "alpha"} if "query" in props else {})
+    finally:
+        server.close()
+    assert snapshot(url) == before
