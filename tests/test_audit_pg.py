@@ -250,6 +250,29 @@ def test_finding_an_unencoded_password_is_never_shown(tmp_path, password):
         assert piece not in text, text
 
 
+# FINDING F3b (medium): the same leak reaches MCP clients (and the server's log on stderr): the
+# tool error text carries "failed to resolve host 'ter2pw@127.0.0.1'".
+def test_finding_an_unencoded_password_is_never_shown_over_mcp(tmp_path):
+    server = Mcp("postgresql://u:Hun@ter2pw@127.0.0.1:1/db", tmp_path, "--agent", "A")
+    try:
+        result = server.call("memory_get", {"key": "k"})
+    finally:
+        log = server.close()
+    assert result["isError"]
+    assert "ter2pw" not in result["content"][0]["text"], result
+    assert b"ter2pw" not in log
+
+
+def test_attack_failed_a_working_url_with_a_password_is_never_printed(url, tmp_path):
+    parts = url.split("@", 1)
+    secret_url = parts[0].rstrip(":").replace("postgresql://postgres", "postgresql://postgres:Hunter2pw") + "@" + parts[1]
+    secret_url += "&password=Hunter2pw" if "?" in secret_url else "?password=Hunter2pw"
+    seeded(secret_url, tmp_path)
+    for args in (["doctor"], ["doctor", "--format", "json"], ["stats"], ["namespaces"], ["export"], ["get", "nope"]):
+        out = mem(secret_url, tmp_path, *args, MEM_LOG="debug")
+        assert b"Hunter2pw" not in out.stdout + out.stderr, (args, out.stderr)
+
+
 # FINDING F4 (medium): a libpq keyword/value connection string (`host=... password=...`, what
 # psql and psycopg accept) is echoed whole, password included, in "unknown store URL scheme".
 def test_finding_a_keyword_dsn_password_is_never_shown(tmp_path):
@@ -374,16 +397,29 @@ def snapshot(url: str) -> dict[str, Any]:
     return {t: sql(url, f"SELECT md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')), count(*) FROM {t} x") for t in tables}  # noqa: S608
 
 
-@pytest.mark.parametrize("seed", [True, False], ids=["used", "empty-database"])
-def test_read_only_mcp_writes_nothing(url, tmp_path, seed):
-    if seed:
-        seeded(url, tmp_path)
-    before = snapshot(url)
-    server = Mcp(url, tmp_path, "--read-only", "--agent", "A")
+def read_only_session(url: str, home: Path) -> None:
+    server = Mcp(url, home, "--read-only", "--agent", "A")
     try:
         for tool in server.rpc("tools/list", {})["result"]["tools"]:
             props = tool["inputSchema"].get("properties", {})
             server.call(tool["name"], {"query": "alpha"} if "query" in props else {})
     finally:
         server.close()
+
+
+def test_attack_failed_read_only_mcp_changes_no_row_of_a_used_database(url, tmp_path):
+    seeded(url, tmp_path)
+    before = snapshot(url)
+    read_only_session(url, tmp_path)
     assert snapshot(url) == before
+
+
+# FINDING F8 (medium): `serve-mcp --read-only` on a database mem has not used yet runs the
+# migrations: it creates the extension `vector` (when its role may), the six mem_* tables and the
+# mem_schema row. The README says a read-only server "creates and changes no file at all"; on
+# PostgreSQL it should write nothing either (and answer "nothing stored" or "store not set up").
+def test_finding_read_only_mcp_creates_nothing_in_an_empty_database(url, tmp_path):
+    before = snapshot(url)
+    read_only_session(url, tmp_path)
+    assert snapshot(url) == before
+    assert sql(url, "SELECT count(*) FROM pg_extension WHERE extname = 'vector'") == [(0,)]
