@@ -167,6 +167,23 @@ def test_attack_failed_mcp_with_a_secret_refuses_another_agent(url, tmp_path):
         server.close()
 
 
+def test_attack_failed_mcp_with_a_secret_cannot_read_another_agent_through_a_persistent_memory(url, tmp_path):
+    assert mem(url, tmp_path, "store", "-n", "ns", "--agent", "B", "--key", "s", "B secret rotates tokens").returncode == 0
+    ids = []
+    for filters in ({"agent": "B"}, {}):
+        retrieval = json.dumps({"source_type": "vectordb", "source_id": "ns", "filters": filters})
+        out = mem(url, tmp_path, "persistent", "create", "-n", "ns", "--label", "x", "--retrieval", retrieval,
+                  "--contribution", '{"format": "json"}', "--format", "json")  # fmt: skip
+        ids.append(json.loads(out.stdout)["id"])
+    server = Mcp(url, tmp_path, "--agent", "A", "--namespace", "ns", MEM_AUTH_SECRET="s3cret")
+    try:
+        for pm in ids:
+            result = server.call("persistent_memory_retrieve", {"memory_id": pm, "query": "secret rotates tokens"})
+            assert "B secret" not in json.dumps(result), result
+    finally:
+        server.close()
+
+
 # ---------------------------------------------------------------- 2. injection
 
 
@@ -179,10 +196,10 @@ def test_attack_failed_hostile_strings_are_data_on_postgresql(url, tmp_path):
         assert got.returncode == 0, got.stderr
         rows = json.loads(got.stdout)
         assert [r["content"] for r in rows] == [s] and rows[0]["key"] == {"key": s[:1000]}
+        if i % 2:
+            continue  # key-value, the graph and the filters: every other string is enough (time)
         assert mem(url, tmp_path, "set", "-n", ns, s[:1000], s).returncode == 0
         assert mem(url, tmp_path, "get", "-n", ns, s[:1000], "--raw").stdout.decode().rstrip("\n") == s
-        if i >= 2:
-            continue  # the graph and the filters: two strings are enough (time)
         kg = mem(url, tmp_path, "kg", "create", s[:500], "--type", s[:100], "--obs", s, "-n", ns)
         assert kg.returncode == 0, kg.stderr
         assert mem(url, tmp_path, "kg", "search", s[:50], "-n", ns).stdout.count(b'"entity"') == 1
@@ -298,7 +315,7 @@ def test_attack_failed_passwords_in_url_forms_are_masked(tmp_path):
         "postgresql:///db?host=127.0.0.1&port=1&user=u&password=Hunter2pw",
         "postgres://u:Hunter%32pw@127.0.0.1:1/db?sslmode=bogus",
     ):
-        for args in (["stats"], ["doctor"], ["retrieve", "-q", "x"]):
+        for args in (["doctor"], ["retrieve", "-q", "x"]):
             out = mem(bad, tmp_path, *args)
             assert out.returncode in (1, 7), out.stderr
             assert b"Hunter2pw" not in out.stdout + out.stderr and b"%32" not in out.stdout + out.stderr
