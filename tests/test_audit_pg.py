@@ -395,6 +395,29 @@ def test_attack_failed_negative_counters_are_found_and_recounted(url, tmp_path):
     assert sql(url, "SELECT entries FROM mem_usage WHERE namespace = 'ns'") == [(2,)]
 
 
+# FINDING F9 (low): `doc` (jsonb, what filters read) and `raw` (what reads return) are not
+# checked against each other: after `doc` is edited by hand to v=2, `json list --filter '{"v": 2}'`
+# returns a record that reads back as v=1 (and `{"v": 1}` misses it), while `mem doctor` says
+# "store is healthy" and `--repair` leaves it.
+def test_finding_doctor_compares_doc_with_raw(url, tmp_path):
+    jid = json.loads(mem(url, tmp_path, "json", "save", '{"v": 1}').stdout)["memoryId"]
+    sql(url, "UPDATE mem_records SET doc = jsonb_set(doc, '{json,v}', '2') WHERE id = %s", jid)
+    listed = mem(url, tmp_path, "json", "list", "--filter", '{"v": 2}').stdout
+    assert b'"v":1' not in listed  # a record shown as v=1 must not match v=2 ...
+    doctor = mem(url, tmp_path, "doctor")
+    assert doctor.returncode == 1 and b"mem_records" in doctor.stdout, doctor.stderr  # ... or doctor names it
+
+
+# FINDING F10 (low): with its mem_usage row deleted, a namespace takes writes past max_entries
+# (the missing row reads as zero), and the row written back then counts 1 record where the table
+# holds 2. `mem doctor` names the missing row ("counts None records and None bytes").
+def test_finding_a_deleted_usage_row_does_not_lift_the_limit(url, tmp_path):
+    assert mem(url, tmp_path, "set", "k", "v").returncode == 0
+    sql(url, "DELETE FROM mem_usage")
+    out = mem(url, tmp_path, "store", "one too many", MEM_MAX_ENTRIES="1")
+    assert out.returncode == 5, (out.returncode, sql(url, "SELECT entries FROM mem_usage"))
+
+
 # FINDING F6 (low; needs the owner role): a vector of another dimension in one row (after the
 # column was loosened) makes every query of the namespace fail with exit 7 "store unavailable"
 # and the raw SQL text "(22000: different vector dimensions 3 and 64)"; `doctor --repair` fixes it.
