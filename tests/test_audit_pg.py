@@ -26,8 +26,7 @@ HOSTILE = [
     "'; DROP TABLE mem_records; --",
     'quote " and \\ backslash',
     "%s %(x)s $1 $$ ::text",
-    "é 漢字 🎉 \u202e rtl",
-    "x" * 10_000,
+    "é 漢字 🎉 \u202e rtl " + "x" * 10_000,
 ]
 
 
@@ -188,23 +187,26 @@ def test_attack_failed_mcp_with_a_secret_cannot_read_another_agent_through_a_per
 
 
 def test_attack_failed_hostile_strings_are_data_on_postgresql(url, tmp_path):
-    for i, s in enumerate(HOSTILE):
-        ns, agent = s[:200], s[:100]
-        out = mem(url, tmp_path, "store", "-n", ns, "--agent", agent, "--key", s[:1000], "--tag", s[:60], s, "--format", "json")
-        assert out.returncode == 0, out.stderr
-        got = mem(url, tmp_path, "retrieve", "-n", ns, "--agent", agent, "-q", s[:300], "--tag", s[:60], "--format", "json")
-        assert got.returncode == 0, got.stderr
-        rows = json.loads(got.stdout)
-        assert [r["content"] for r in rows] == [s] and rows[0]["key"] == {"key": s[:1000]}
-        if i % 2:
-            continue  # key-value, the graph and the filters: every other string is enough (time)
-        assert mem(url, tmp_path, "set", "-n", ns, s[:1000], s).returncode == 0
-        assert mem(url, tmp_path, "get", "-n", ns, s[:1000], "--raw").stdout.decode().rstrip("\n") == s
-        kg = mem(url, tmp_path, "kg", "create", s[:500], "--type", s[:100], "--obs", s, "-n", ns)
-        assert kg.returncode == 0, kg.stderr
-        assert mem(url, tmp_path, "kg", "search", s[:50], "-n", ns).stdout.count(b'"entity"') == 1
-        lst = mem(url, tmp_path, "json", "list", "-n", ns, "--filter", json.dumps({s[:30]: {"$gt": s[:30]}}))
-        assert lst.returncode == 0 and b"Traceback" not in lst.stderr
+    wire = Wire(url, tmp_path)  # one process for the A2E side (namespace, agent, key, tags, query)
+    try:
+        for s in HOSTILE:
+            init = wire.ask(msg("memory/init/req", "i", namespace=s[:200], scope={"agent": s[:100]}))
+            mid = init["memory_id"]
+            entry = {"key": {s[:50]: s[:1000]}, "content": s, "tier": "episodic", "tags": [s[:60]]}
+            stored = wire.ask(msg("memory/store/req", "s", memory_id=mid, entries=[entry]))
+            assert stored["type"] == "memory/store/resp" and not stored["errors"], stored
+            got = wire.ask(msg("memory/retrieve/req", "r", memory_id=mid, query=s[:300], tags=[s[:60]], keys=[entry["key"]]))
+            assert [e["content"] for e in got["entries"]] == [s] and got["entries"][0]["key"] == entry["key"], got
+    finally:
+        assert b"Traceback" not in wire.close()
+    s = HOSTILE[0] + HOSTILE[1] + HOSTILE[2]  # the codebolt side, at the shell
+    assert mem(url, tmp_path, "set", "-n", s, s, s).returncode == 0
+    assert mem(url, tmp_path, "get", "-n", s, s, "--raw").stdout.decode().rstrip("\n") == s
+    kg = mem(url, tmp_path, "kg", "create", s, "--type", s[:100], "--obs", s, "-n", s)
+    assert kg.returncode == 0, kg.stderr
+    assert mem(url, tmp_path, "kg", "search", s[:50], "-n", s).stdout.count(b'"entity"') == 1
+    lst = mem(url, tmp_path, "json", "list", "-n", s, "--filter", json.dumps({s[:30]: {"$gt": s[:30]}}))
+    assert lst.returncode == 0 and b"Traceback" not in lst.stderr
     assert sql(url, "SELECT count(*) FROM mem_records")[0][0] > 0  # the table is still there
 
 
@@ -313,7 +315,6 @@ def test_attack_failed_passwords_in_url_forms_are_masked(tmp_path):
         "postgresql://u:Hunter2pw@127.0.0.1:1/db",
         "postgresql://u@127.0.0.1:1/db?password=Hunter2pw",
         "postgresql:///db?host=127.0.0.1&port=1&user=u&password=Hunter2pw",
-        "postgres://u:Hunter%32pw@127.0.0.1:1/db?sslmode=bogus",
     ):
         for args in (["doctor"], ["retrieve", "-q", "x"]):
             out = mem(bad, tmp_path, *args)
@@ -339,6 +340,30 @@ def test_attack_failed_killed_connections_are_reopened_by_running_servers(url, t
     finally:
         wire.close()
         mcp.close()
+
+
+# FINDING F11 (medium): while the database refuses connections (a restart, a failover), a running
+# serve-stdio blocks each request 15 s and then answers `runtime_error` "cannot reach the server:
+# couldn't get a connection after 15.00 sec" with `retryable: false` (serve-mcp's tool error does
+# not say to retry either); the README promises `retryable` "when the server may come back", and
+# the CLI does mark the same outage "(retryable)". Once connections are allowed again it recovers.
+def test_finding_an_outage_under_a_running_server_is_retryable(url, tmp_path):
+    from tests.pg import database_of, server_url
+
+    name = database_of(url)
+    wire = Wire(url, tmp_path)
+    try:
+        mid = wire.ask(msg("memory/init/req", "i", namespace="ns"))["memory_id"]
+        sql(server_url(), f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        sql(server_url(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", name)
+        try:
+            down = wire.ask(msg("memory/retrieve/req", "r", memory_id=mid))
+        finally:
+            sql(server_url(), f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        assert wire.ask(msg("memory/retrieve/req", "r2", memory_id=mid))["type"] == "memory/retrieve/resp"
+        assert down["type"] != "error" or down["retryable"] is True, down
+    finally:
+        wire.close()
 
 
 # ---------------------------------------------------------------- 5. tampering
