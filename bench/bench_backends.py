@@ -287,7 +287,9 @@ def stdio_figures(store: Store, rounds: int) -> dict[str, float]:
 
 def top_ids(parts, k: int = 10) -> tuple[set[str], str]:  # type: ignore[no-untyped-def]
     """The ids of the `k` rows of best cosine among search results, and how they were found."""
-    scored = [(float(v), part, i) for part in parts for i, v in enumerate(part.vector if part.vector is not None else [])]
+    scored = [
+        (float(v), part, i) for part in parts for i, v in enumerate(part.vector if part.vector is not None else [])
+    ]
     scored.sort(key=lambda s: -s[0])
     paths = sorted({part.path for part in parts if len(part.rows)})
     return {part.doc(i)["id"] for _, part, i in scored[:k]}, "+".join(paths)
@@ -414,7 +416,8 @@ RATIO_FIGURES = {"writers shared acked/s": 3.0, "writers own acked/s": None}
 
 def print_table(n: int, results: dict[str, dict[str, float | str]]) -> None:
     files, pg = results.get("files", {}), results.get("postgres", {})
-    print(f"\n{'what, at ' + format(n, ',') + ' entries':52} {'target':>12} {'files':>10} {'postgres':>10} {'pg/files':>9}  pg meets")
+    what = f"what, at {n:,} entries"
+    print(f"\n{what:52} {'target':>12} {'files':>10} {'postgres':>10} {'pg/files':>9}  pg meets")
     for label, name, fmt, target, meets in ROWS:
         f_value, p_value = files.get(name), pg.get(name)
         ratio, verdict = "", ""
@@ -470,15 +473,19 @@ def main() -> None:
     began = time.perf_counter()
     print("command: python " + " ".join([sys.argv[0], *(shown_url(a) for a in sys.argv[1:])]))
     print(f"`mem` run as: {' '.join(mem_cmd())}, code from {Path(__file__).resolve().parent.parent}")
-    print(f"serve-stdio figures over {args.rounds} requests; recall over {args.recall_queries} queries; "
-          f"writers for {args.write_seconds:g} s; {os.cpu_count()} CPUs")
+    print(
+        f"serve-stdio figures over {args.rounds} requests; recall over {args.recall_queries} queries; "
+        f"writers for {args.write_seconds:g} s; {os.cpu_count()} CPUs"
+    )
     with workspace(args.keep) as base:
         postgres = Postgres(args.store, base) if "postgres" in backends else None
         try:
             if postgres:
                 url = postgres.fresh("probe")
-                print(f"PostgreSQL {postgres.version}, pgvector {postgres.pgvector_version(url)}, "
-                      f"{'private pgserver' if postgres.server else shown_url(postgres.admin_url)}")
+                print(
+                    f"PostgreSQL {postgres.version}, pgvector {postgres.pgvector_version(url)}, "
+                    f"{'private pgserver' if postgres.server else shown_url(postgres.admin_url)}"
+                )
             stores = Stores(base, postgres)
             for n in args.sizes:
                 dump = base / f"export-{n}.ndjson"

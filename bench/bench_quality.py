@@ -2,26 +2,42 @@
 index) and the shipped hybrid, as hit@1, hit@5, hit@10 and MRR.
 
     python bench/bench_quality.py [--embedder static] [--data bench/data/convmem.json]
+    python bench/bench_quality.py --store postgresql://...      # the shipped hybrid on that server
+    python bench/bench_quality.py --backends files,postgres     # both, side by side
 
 Each memory (one chat turn) is stored as an A2E entry whose content is {"speaker", "text",
 "date"}; each question is a retrieve with `query` and `limit` 10. A question is hit at k when one
-of its answer memories is among the first k entries. The modes change only the fusion weight
-and whether the Annoy index is forced; everything else is the store as shipped.
+of its answer memories is among the first k entries.
+
+On the files backend the modes change only the fusion weight (`store/backends/base.py`
+VECTOR_WEIGHT) and whether the Annoy index is forced (`store/backends/files/search.py`
+EXACT_MAX); everything else is the store as shipped. On PostgreSQL only the shipped hybrid runs
+(its search is its own: those two knobs are the files backend's).
+
+A PostgreSQL store is always a fresh database, made by `CREATE DATABASE` on `--store`'s server
+(or on a private `pgserver` when `--backends` names postgres without `--store`) and dropped at
+the end, so that runs never mix. `--backends files,postgres` loads the set into a files store
+and into such a database, runs the shipped
+hybrid on both and prints them side by side with the difference in points (issue 11: the
+PostgreSQL backend within 2 points of the files backend at hit@5 and hit@10).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from store import search  # noqa: E402
+from store.backends import base  # noqa: E402
+from store.backends.files import search as files_search  # noqa: E402
 from store.service import MemoryService  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "convmem.json"
@@ -31,6 +47,10 @@ MODES = {  # name -> (vector weight, force the index)
     "vector, index": (1.0, True),
     "hybrid (shipped)": (None, True),
 }
+SHIPPED = "hybrid (shipped)"
+KINDS = (None, "keyword", "paraphrase")
+METRICS = ("hit@1", "hit@5", "hit@10", "MRR")
+WITHIN_POINTS = {"hit@5": 2.0, "hit@10": 2.0}  # issue 11: PostgreSQL within 2 points of files
 
 
 def load(svc: MemoryService, memories: list[dict]) -> None:
@@ -62,25 +82,114 @@ def evaluate(svc: MemoryService, questions: list[dict], kind: str | None = None)
     return {"hit@1": hits[1] / n, "hit@5": hits[5] / n, "hit@10": hits[10] / n, "MRR": rr / n, "n": n}
 
 
+def open_store(url: str | None, embedder: str) -> MemoryService:
+    """A store: files in a new temporary folder, or the database at `url`."""
+    return MemoryService(tempfile.mkdtemp(prefix="mem-quality-"), embedder=embedder, store=url or "")
+
+
+def is_postgres(url: str | None) -> bool:
+    return bool(url) and url.startswith(("postgresql://", "postgres://"))  # type: ignore[union-attr]
+
+
+def run_modes(svc: MemoryService, questions: list[dict], modes: list[str]) -> None:
+    """One table: each mode, on all questions and on each kind."""
+    shipped_weight, shipped_exact_max = base.VECTOR_WEIGHT, files_search.EXACT_MAX
+    print(f"{'mode':18} {'questions':11} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'MRR':>6}")
+    try:
+        for mode in modes:
+            weight, force_index = MODES[mode]
+            base.VECTOR_WEIGHT = shipped_weight if weight is None else weight  # `fuse` reads it on each call
+            files_search.EXACT_MAX = 0 if force_index else shipped_exact_max
+            for kind in KINDS:
+                r = evaluate(svc, questions, kind)
+                label = kind or "all"
+                print(f"{mode:18} {label:11} {r['hit@1']:6.3f} {r['hit@5']:6.3f} {r['hit@10']:6.3f} {r['MRR']:6.3f}")
+    finally:
+        base.VECTOR_WEIGHT, files_search.EXACT_MAX = shipped_weight, shipped_exact_max
+
+
+@contextlib.contextmanager
+def loaded_store(backend: str, data: dict, embedder: str, server: str | None) -> Iterator[MemoryService]:
+    """A new store of `backend` holding the set: files in a temporary folder, or a fresh
+    database on `server` (None: a private pgserver), dropped afterwards."""
+    from bench.bench_backends import Postgres, shown_url
+
+    postgres = Postgres(server, Path(tempfile.mkdtemp(prefix="mem-quality-pg-"))) if backend == "postgres" else None
+    try:
+        url = postgres.fresh("quality") if postgres else None
+        print(f"{backend}: {shown_url(url) if url else 'files in a temporary --home'}")
+        svc = open_store(url, embedder)
+        try:
+            load(svc, data["memories"])
+            yield svc
+        finally:
+            svc.close()
+    finally:
+        if postgres:
+            postgres.close(keep=False)
+
+
+def compare_backends(data: dict, embedder: str, server: str | None, backends: list[str]) -> None:
+    """The shipped hybrid on each backend, side by side, with PostgreSQL's difference in points."""
+    results: dict[str, dict[str | None, dict[str, float]]] = {}
+    for backend in backends:
+        with loaded_store(backend, data, embedder, server) as svc:
+            results[backend] = {kind: evaluate(svc, data["questions"], kind) for kind in KINDS}
+    print_comparison(results, backends)
+
+
+def print_comparison(results: dict[str, dict[str | None, dict[str, float]]], backends: list[str]) -> None:
+    """Per question kind, a metric a line, a backend a column; with two backends, the second's
+    difference in points (100 x the difference of the fractions)."""
+    pair = len(backends) == 2
+    print(
+        f"\n{'shipped hybrid':15} {'questions':16} {'metric':7}"
+        + "".join(f" {b:>9}" for b in backends)
+        + (f" {'Δ pts':>7}" if pair else "")
+    )
+    for kind in KINDS:
+        for metric in METRICS:
+            row = [results[b][kind][metric] for b in backends]
+            label = f"{kind or 'all'} ({int(results[backends[0]][kind]['n'])})" if metric == METRICS[0] else ""
+            cells = "".join(f" {value:9.3f}" for value in row) + (f" {100 * (row[1] - row[0]):+7.1f}" if pair else "")
+            print(f"{'':15} {label:16} {metric:7}{cells}")
+    if pair:
+        first, second = backends
+        for metric, points in WITHIN_POINTS.items():
+            behind = 100 * (results[first][None][metric] - results[second][None][metric])
+            verdict = "yes" if behind <= points else "NO"
+            print(
+                f"{second} within {points:g} points of {first} at {metric}, all questions: {verdict} "
+                f"({behind:+.1f} points behind)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--embedder", default="static")
+    parser.add_argument(
+        "--store", help="a store URL (postgresql://...); with --backends, the server to make a database on"
+    )
+    parser.add_argument(
+        "--backends", help="comma-separated, e.g. files,postgres: the shipped hybrid on each, side by side"
+    )
     args = parser.parse_args()
     data = orjson.loads(args.data.read_bytes())
     os.environ["MEM_CHECKPOINTS"] = "off"
-    svc = MemoryService(tempfile.mkdtemp(prefix="mem-quality-"), embedder=args.embedder)
-    load(svc, data["memories"])
-    shipped_weight, shipped_exact_max = search.VECTOR_WEIGHT, search.EXACT_MAX
     print(f"{len(data['memories'])} memories, {len(data['questions'])} questions, embedder {args.embedder}")
-    print(f"{'mode':18} {'questions':11} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'MRR':>6}")
-    for mode, (weight, force_index) in MODES.items():
-        search.VECTOR_WEIGHT = shipped_weight if weight is None else weight
-        search.EXACT_MAX = 0 if force_index else shipped_exact_max
-        for kind in (None, "keyword", "paraphrase"):
-            r = evaluate(svc, data["questions"], kind)
-            label = kind or "all"
-            print(f"{mode:18} {label:11} {r['hit@1']:6.3f} {r['hit@5']:6.3f} {r['hit@10']:6.3f} {r['MRR']:6.3f}")
+    if args.backends:
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        unknown = set(backends) - {"files", "postgres"}
+        if unknown or not backends:
+            parser.error(f"--backends takes files and/or postgres, not {','.join(sorted(unknown)) or 'nothing'}")
+        compare_backends(data, args.embedder, args.store, backends)
+        return
+    if args.store and not is_postgres(args.store):
+        parser.error("--store takes a postgresql:// URL (files stores are made in a temporary folder)")
+    backend = "postgres" if args.store else "files"
+    with loaded_store(backend, data, args.embedder, args.store) as svc:
+        run_modes(svc, data["questions"], [SHIPPED] if backend == "postgres" else list(MODES))
 
 
 if __name__ == "__main__":
