@@ -77,7 +77,7 @@ BACKENDS = ("files", "postgres")
 def shown_url(url: str) -> str:
     """`url` without its password (printed, never the secret)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    if not parts.password:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
@@ -104,10 +104,12 @@ class Postgres:
         self.version = self._query("SELECT current_setting('server_version')")
 
     def _query(self, statement: str, url: str | None = None) -> str:
+        """The first column of the first row of `statement` ("" when it returns none)."""
         import psycopg
 
         with psycopg.connect(url or self.admin_url, autocommit=True) as conn:
-            row = conn.execute(statement).fetchone()  # type: ignore[arg-type]
+            cursor = conn.execute(statement)  # type: ignore[arg-type]
+            row = cursor.fetchone() if cursor.description else None
         return str(row[0]) if row else ""
 
     def fresh(self, label: str, template: str | None = None) -> str:
@@ -140,7 +142,7 @@ class Postgres:
         try:
             self._query("CREATE EXTENSION IF NOT EXISTS vector", url)
         except psycopg.Error as exc:
-            print(f"# note: CREATE EXTENSION vector failed here ({exc.sqlstate}); the backend decides", file=sys.stderr)
+            print(f"# CREATE EXTENSION vector failed ({type(exc).__name__}): left to the backend", file=sys.stderr)
 
     def pgvector_version(self, url: str) -> str:
         return self._query("SELECT coalesce(max(extversion), 'none') FROM pg_extension WHERE extname = 'vector'", url)
