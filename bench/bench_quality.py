@@ -143,12 +143,22 @@ def loaded_store(
             postgres.close(keep=False)
 
 
+def search_paths(svc: MemoryService, question: str) -> str:
+    """How the backend's search found the rows of one question: "exact" or "index" per part."""
+    from store import clock
+
+    scope = svc.backend.scope("quality", "semantic", schema="entries")
+    parts = scope.search(clock.now(), base.Filters(), svc.backend.embed([question])[0], question, k=10)
+    return f"{scope.usage(clock.now())[0]} entries, searched by " + "+".join(p.path for p in parts if len(p.rows))
+
+
 def compare_backends(data: dict, embedder: str, server: str | None, backends: list[str], distractors: int) -> None:
     """The shipped hybrid on each backend, side by side, with PostgreSQL's difference in points."""
     results: dict[str, dict[str | None, dict[str, float]]] = {}
     for backend in backends:
         with loaded_store(backend, data, embedder, server, distractors) as svc:
             results[backend] = {kind: evaluate(svc, data["questions"], kind) for kind in KINDS}
+            print(f"{backend}: {search_paths(svc, data['questions'][0]['question'])}")
     print_comparison(results, backends)
 
 
