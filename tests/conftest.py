@@ -85,3 +85,16 @@ def service(home):
 
 def entry(key, content, tier="episodic", **extra):
     return {"key": key if isinstance(key, dict) else {"k": key}, "content": content, "tier": tier, **extra}
+
+
+def stored_anywhere(home, text: str) -> bool:
+    """Whether `text` is still kept by the test's store: in any file under `home` (the files
+    backend), or in any row of the database (`MEM_STORE`)."""
+    import os
+
+    url = os.environ.get("MEM_STORE")
+    if url:
+        from tests.pg import records_containing
+
+        return records_containing(url, text) > 0
+    return any(p.is_file() and text.encode() in p.read_bytes() for p in home.rglob("*"))

@@ -526,6 +526,7 @@ def test_import_checks_namespaces_and_agents_like_the_entry_path(home, tmp_path)
     assert not (home / "system").exists() and not (home / "ns").exists()
 
 
+@pytest.mark.files_only
 def test_record_counts_stay_exact_across_processes_with_the_usage_cache(home, monkeypatch):
     svc = MemoryService(home)
     logs = [svc.episodic_memory_create(f"log {i}", namespace="ns")["memoryId"] for i in range(10)]

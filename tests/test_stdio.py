@@ -201,6 +201,7 @@ def test_exits_zero_at_end_of_input_with_writes_on_disk(home):
     assert [orjson.loads(x)["type"] for x in proc.stdout.splitlines()] == ["memory/init/resp"]
 
 
+@pytest.mark.files_only
 def test_clean_shutdown_checkpoints_what_the_server_wrote(home):
     entries = [{"key": {"n": i}, "content": f"note number {i}", "tier": "semantic"} for i in range(20)]
     lines = [

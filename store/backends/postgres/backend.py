@@ -1,0 +1,375 @@
+"""The PostgreSQL backend: scopes, write sections, the recorded embedder.
+
+Write sections. `lock(namespace)` opens a transaction on a connection made current for the
+thread (every `Scope` read and write of the block runs in it) and takes, in one round trip,
+
+    pg_advisory_xact_lock_shared(EMBEDDER_LOCK)      no reindex runs while a writer does
+    pg_advisory_xact_lock(hashtextextended(ns, 0))   no other writer of the namespace runs
+
+then reads the recorded embedder in a second statement of the same pipeline (a new snapshot:
+it sees a reindex that committed while we waited). The block commits when it exits normally
+and rolls back when it raises; a nested lock (of the same or another namespace) joins the outer
+transaction and takes that namespace's advisory lock too. The transaction is READ COMMITTED:
+the advisory lock is what makes a read-modify-write atomic, so no serialization failure can
+happen inside a block. A deadlock (two processes nesting locks of two namespaces in opposite
+orders, which the operations never do) is detected by PostgreSQL and fails one request with a
+retryable error: a block is the operations' Python code, so it cannot be replayed transparently.
+The maintenance transactions of this backend retry themselves (`retrying`).
+
+The embedder. It is recorded in `mem_meta` by the first write that embeds (like store.json in
+the files backend). A process notices that another one changed it (`mem reindex --embedder`)
+at its next write section, and outside them at most `REFRESH` seconds later; it then drops its
+embedder and bumps `epoch`, so an operation that embedded before the lock embeds again. A
+reindex holds EMBEDDER_LOCK exclusively for its whole transaction: it waits for the writers
+under way and the next ones wait for it, so no vector of the old dimension is written after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ... import clock
+from ...embed import Embedder
+from ...errors import InvalidInput, StoreMismatch, Unauthorized
+from ..base import SYSTEM, Backend, Doc, Progress, Scope
+from . import schema as sch
+from .connection import Database, database_name, redact_url
+
+REFRESH = 1.0  # seconds a reader outside a write section trusts the embedder it read
+BUILD_MIN = 5000  # rows written since the HNSW index's watermark before it is built again...
+BUILD_SHARE = 4  # ...or a quarter of the rows it covers, if more
+BUILD_CHECK = 10.0  # seconds between a server's looks at whether a build is due
+MAX_NAME = 1024
+META = (
+    "SELECT (SELECT value FROM mem_meta WHERE key = 'embedder'), (SELECT atttypmod FROM pg_attribute "
+    "WHERE attrelid = 'mem_records'::regclass AND attname = 'vec'), "
+    "(SELECT value FROM mem_meta WHERE key = 'vector_index')"
+)
+DEADLOCK_RETRIES = 5
+
+
+class PostgresBackend(Backend):
+    def __init__(self, url: str, embedder: str | None = None, pooled: bool = False) -> None:
+        super().__init__(embedder or os.environ.get("MEM_EMBEDDER") or None)
+        self.url = redact_url(url)
+        self.database = database_name(url)
+        self.db = Database(url, pooled, self._on_connect)
+        self._recorded: dict | None = None
+        self._recorded_at = -1.0  # monotonic time of the last read of mem_meta (-1: never)
+        self._vector_dim = 0  # the dimension the vector column has (0: none yet)
+        self._index: dict | None = None  # mem_meta "vector_index": {"upto", "dim"} of the HNSW index
+        self._builder: threading.Thread | None = None
+        self._build_checked = -math.inf  # when a server last looked whether a build is due
+        self._wrote = False  # whether this process wrote vectors (a one-shot command's close looks)
+        self._meta_lock = threading.Lock()
+        self._locked = threading.local()  # namespaces whose advisory lock this thread's transaction holds
+
+    # -- connection and schema ------------------------------------------------------------
+
+    def _on_connect(self, conn: Any) -> None:
+        sch.ensure_schema(conn, self.url, self.database)
+
+    def _read_meta(self, conn: Any) -> None:
+        row = conn.execute(META).fetchone()
+        self._take_meta(*row)
+
+    def _take_meta(self, recorded: dict | None, typmod: int | None = None, index: Any = False) -> None:
+        """Take what mem_meta says; another process's reindex shows as a changed embedder."""
+        with self._meta_lock:
+            old = self._recorded
+            if typmod is not None:
+                self._vector_dim = max(int(typmod), 0)
+            if index is not False:
+                self._index = index
+            self._recorded = recorded
+            self._recorded_at = time.monotonic()
+            if (
+                old is not None
+                and recorded is not None
+                and (old.get("embedder"), old.get("dim"))
+                != (
+                    recorded.get("embedder"),
+                    recorded.get("dim"),
+                )
+            ):
+                self._embedder = None
+                self.epoch += 1
+
+    def refresh(self, force: bool = False) -> None:
+        """Read the recorded embedder again if it is older than `REFRESH` seconds."""
+        if self.db.in_transaction and not force:
+            return  # read at the lock's entry: nothing can change it meanwhile
+        if force or self._recorded_at < 0 or time.monotonic() - self._recorded_at > REFRESH:
+            with self.db.connection() as conn:
+                self._read_meta(conn)
+
+    # -- the embedder -----------------------------------------------------------------------
+
+    def recorded_embedder(self) -> dict | None:
+        if self._recorded_at < 0:
+            self.refresh(force=True)
+        return self._recorded
+
+    def record_embedder(self, embedder: Embedder) -> None:
+        """Record the embedder of the store's first vectors (the first writer wins: a process
+        told to use another one is refused, as the files backend refuses it)."""
+        from psycopg.types.json import Jsonb
+
+        meta = {"embedder": embedder.name, "dim": embedder.dim}
+        with self.db.connection() as conn:
+            conn.execute(
+                "INSERT INTO mem_meta (key, value) VALUES ('embedder', %s) ON CONFLICT (key) DO NOTHING", [Jsonb(meta)]
+            )
+            recorded = conn.execute("SELECT value FROM mem_meta WHERE key = 'embedder'").fetchone()[0]
+        self._take_meta(recorded)
+        if recorded.get("embedder") != embedder.name:
+            self._embedder = None
+            raise StoreMismatch(
+                f"this store's vectors were made by the {recorded['embedder']!r} embedder, not {embedder.name!r}: "
+                f"run `mem reindex --embedder {embedder.name}` to rebuild them",
+                {"recorded": recorded, "wanted": embedder.name},
+            )
+
+    def current_dim(self) -> int:
+        """The recorded dimension (0 when nothing was embedded yet): vectors of another size are
+        not stored (see `scope.py`)."""
+        recorded = self.recorded_embedder()
+        return int(recorded["dim"]) if recorded else 0
+
+    def ensure_vector_column(self) -> None:
+        """Give the vector column the recorded dimension once the store has recorded an
+        embedder. Its own transaction, holding EMBEDDER_LOCK exclusively (it waits for the
+        writers under way); never inside a write section (that would wait for itself)."""
+        recorded = self._recorded
+        if recorded is None or self._vector_dim == int(recorded["dim"]) or self.db.in_transaction or self.read_only:
+            return
+
+        def change(conn: Any) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.EMBEDDER_LOCK)
+            value = conn.execute("SELECT value FROM mem_meta WHERE key = 'embedder'").fetchone()
+            if value is None:
+                return
+            dim = int(value[0]["dim"])
+            if sch.vector_column_dim(conn) != dim:
+                sch.set_vector_dim(conn, dim)
+            self._vector_dim = dim
+
+        self.retrying(change)
+
+    def index_due(self, conn: Any) -> bool:
+        """Whether enough rows were written since the HNSW index's watermark to build it again."""
+        upto = int((self._index or {}).get("upto", 0))
+        written = conn.execute("SELECT last_value FROM mem_seq").fetchone()[0]
+        return written - upto >= max(BUILD_MIN, upto // BUILD_SHARE)
+
+    def build_index(self, force: bool = False) -> bool:
+        """Build the HNSW index up to the newest row (`schema.build_vector_index`) if it is due
+        (or `force`) and no other process is building one; returns whether it built."""
+        if self.read_only or self.db.in_transaction or self.recorded_embedder() is None:
+            return False
+        self.ensure_vector_column()
+        with self.db.connection() as conn:
+            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+                return False  # another process builds it
+            try:
+                self._read_meta(conn)
+                dim = int(self._recorded["dim"])  # type: ignore[index]
+                upto = conn.execute("SELECT coalesce(max(seq), 0) FROM mem_records").fetchone()[0]
+                current = self._index or {}
+                same = current.get("dim") == dim and int(current.get("upto", 0)) >= upto
+                if same or self._vector_dim != dim or not (force or self.index_due(conn)):
+                    return False
+                leftovers = [name for name, valid in sch.vector_indexes(conn) if not valid]
+                for name in leftovers:  # an interrupted build's invalid index
+                    sch.drop_vector_indexes_named(conn, [name])
+                sch.build_vector_index(conn, upto, dim, concurrently=True)
+                sch.drop_vector_indexes(conn, keep=sch.index_name(upto), concurrently=True)
+                self._read_meta(conn)
+                return True
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", sch.BUILD_LOCK)
+
+    def _build_in_background(self) -> None:
+        """A long-lived server builds the index in a thread, one at a time."""
+        if self._builder is not None and self._builder.is_alive():
+            return
+
+        def build() -> None:
+            with contextlib.suppress(Exception):  # upkeep: the next write tries again
+                self.build_index()
+
+        self._builder = threading.Thread(target=build, name="mem-index-build", daemon=True)
+        self._builder.start()
+
+    # -- scopes and write sections --------------------------------------------------------
+
+    def scope(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Scope:
+        from .scope import PgScope
+
+        if namespace != SYSTEM:
+            check_namespace(namespace)
+        self.refresh()
+        return PgScope(self, namespace, kind, list(scope), schema)
+
+    def memory_scope(self, schema: str = "entries") -> Scope:
+        self.refresh()
+        return super().memory_scope(schema)
+
+    @contextlib.contextmanager
+    def lock(self, namespace: str) -> Iterator[Any]:
+        if self.read_only:
+            raise Unauthorized("this store is open read-only: nothing may be written")
+        if namespace != SYSTEM:
+            check_namespace(namespace)
+        name = sch.db_name(namespace)
+        held: set[str] | None = getattr(self._locked, "names", None)
+        if held is not None:  # nested: join the transaction, and lock this namespace too
+            if name not in held:
+                with self.db.connection() as conn:
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [name])
+                held.add(name)
+            yield self
+            return
+        with self.db.transaction() as conn:
+            with conn.pipeline():
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    [*sch.EMBEDDER_LOCK, name],
+                )
+                meta = conn.execute(META)
+            self._take_meta(*meta.fetchone())
+            self._locked.names = {name}
+            try:
+                yield self
+            finally:
+                self._locked.names = None
+
+    def after_write(self, scope: Scope) -> None:
+        """A write that embedded gives the vector column its dimension (once); a server builds
+        the HNSW index when it is due. A one-shot command builds it when it closes."""
+        if not scope.dim:
+            return
+        self._wrote = True
+        self.ensure_vector_column()
+        if self.db.pooled and not self.db.in_transaction and time.monotonic() - self._build_checked > BUILD_CHECK:
+            self._build_checked = time.monotonic()
+            self._build_in_background()
+
+    def namespaces(self) -> list[str]:
+        with self.db.connection() as conn:
+            rows = conn.execute("SELECT namespace FROM mem_usage WHERE namespace <> '' ORDER BY namespace").fetchall()
+        return [r[0] for r in rows]
+
+    def scopes(self, namespace: str) -> list[Scope]:
+        from .scope import PgScope
+
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT kind, scope, schema FROM mem_scopes WHERE namespace = %s ORDER BY kind, scope",
+                [sch.db_name(namespace)],
+            ).fetchall()
+        return [PgScope(self, namespace, kind, list(scope), schema) for kind, scope, schema in rows]
+
+    def usage(self, namespace: str, now: float) -> tuple[int, int]:
+        """The live counters minus the records past their expiry that no purge removed yet."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT coalesce((SELECT entries FROM mem_usage WHERE namespace = %(ns)s), 0), "
+                "coalesce((SELECT bytes FROM mem_usage WHERE namespace = %(ns)s), 0), count(*), "
+                "coalesce(sum(size), 0) FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s",
+                {"ns": sch.db_name(namespace), "now": now},
+            ).fetchone()
+        return int(row[0]) - int(row[2]), int(row[1]) - int(row[3])
+
+    def drop_scope(self, namespace: str, kind: str, *scope: str) -> None:
+        from .scope import remove_rows
+
+        with self.lock(namespace), self.db.connection() as conn:
+            key = {"ns": sch.db_name(namespace), "kind": kind, "scope": list(scope)}
+            remove_rows(
+                conn,
+                "DELETE FROM mem_records WHERE namespace = %(ns)s AND kind = %(kind)s AND scope = %(scope)s::text[] "
+                "RETURNING kind, scope, size, terms",
+                key,
+            )
+            conn.execute(
+                "DELETE FROM mem_terms WHERE namespace = %(ns)s AND kind = %(kind)s AND scope = %(scope)s::text[]", key
+            )
+            conn.execute(
+                "DELETE FROM mem_scopes WHERE namespace = %(ns)s AND kind = %(kind)s AND scope = %(scope)s::text[]", key
+            )
+
+    # -- upkeep ---------------------------------------------------------------------------
+
+    def export_scopes(self, namespace: str | None, now: float, damaged: list[str]) -> Iterator[tuple[dict, list[Doc]]]:
+        names = [namespace] if namespace is not None else self.namespaces()
+        for name in names:
+            for scope in self.scopes(name):
+                yield scope.descriptor, list(scope.docs(now))
+
+    def stats(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        from . import maintenance
+
+        return maintenance.stats(self, namespace)
+
+    def delete_namespace(self, namespace: str) -> dict[str, Any]:
+        from . import maintenance
+
+        return maintenance.delete_namespace(self, namespace)
+
+    def reindex(self, embedder: str, progress: Progress | None = None) -> dict[str, Any]:
+        from . import maintenance
+
+        return maintenance.reindex(self, embedder, progress)
+
+    def doctor(self, repair: bool = False) -> list[dict[str, Any]]:
+        from . import maintenance
+
+        return maintenance.doctor(self, repair)
+
+    def checkpoint(self, force: bool = False) -> int:
+        from . import maintenance
+
+        return maintenance.checkpoint(self, clock.now())
+
+    def retrying(self, work: Any) -> Any:
+        """Run `work(conn)` in a transaction of its own, again after a serialization failure or a
+        deadlock (maintenance only: its work is ours to replay)."""
+        import psycopg
+
+        with self.db.connection() as conn:
+            for attempt in range(DEADLOCK_RETRIES):
+                try:
+                    with conn.transaction():
+                        return work(conn)
+                except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+                    if attempt == DEADLOCK_RETRIES - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
+        return None
+
+    def close(self) -> None:
+        """A one-shot command that wrote enough rows builds the HNSW index before it exits (as
+        a bulk import ends with one build rather than an index insertion per row)."""
+        if not self.db.pooled and self._wrote and not self.read_only:
+            with contextlib.suppress(Exception):
+                self.build_index()
+        if self._builder is not None:
+            self._builder.join(timeout=0)  # a daemon thread: an interrupted build is cleaned up by the next
+        self.db.close()
+
+
+def check_namespace(namespace: Any) -> None:
+    """The rule of namespace names (as the files backend's): 1 to MAX_NAME characters, no NUL."""
+    if not isinstance(namespace, str) or not namespace or len(namespace) > MAX_NAME or "\x00" in namespace:
+        raise InvalidInput(f"namespace must be 1 to {MAX_NAME} characters without NUL", {"field": "namespace"})
+    try:
+        namespace.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"namespace {ascii(namespace)} is not valid UTF-8 text", {"field": "namespace"}) from None

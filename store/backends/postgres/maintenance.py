@@ -1,0 +1,395 @@
+"""Looking after a PostgreSQL store: statistics, namespace deletes, purges, reindex, doctor.
+
+- `stats`: per scope, live records and bytes, expired rows not yet purged, rows with a vector
+  in the HNSW index (`indexed`) and written since its watermark (`pending`: searched exactly).
+- `purge_expired` + `build_index` (`mem gc`): deletes the rows past their expiry, namespace by
+  namespace under its lock, the statistics adjusted in the same transaction; then builds the
+  HNSW index up to the newest row if any row waits for it.
+- `reindex`: one transaction holding the embedder lock exclusively (see `backend.py`): it waits
+  for the writes under way and every writer waits for it, so no vector of the old dimension is
+  written once it has begun; reads wait too when the dimension changes (the column is altered),
+  and otherwise read the old vectors until it commits. Interrupted, it leaves the store as it
+  was (the transaction rolls back).
+- `doctor`: the connection, the pgvector extension and its version, the schema version, the
+  vector column against the recorded embedder, records without their vector, and the counters
+  and BM25 statistics against a recount (each namespace recounted under its lock, so that
+  writers under way are not mistaken for drift); `repair` recomputes what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ... import clock
+from ...embed import get_embedder
+from ...errors import NotFound, StoreUnavailable
+from ...kinds import SCHEMA_OF
+from ...schemas import SCHEMAS
+from . import schema as sch
+from .scope import KEY, load, remove_rows
+
+Finding = dict[str, Any]
+REPAIR = "mem doctor --repair"
+BATCH = 1000  # records re-embedded a statement
+INDEXED = [name for name, s in SCHEMAS.items() if s.indexed]
+RETRIES = 5
+
+
+def stats(backend: Any, namespace: str | None = None) -> list[dict[str, Any]]:
+    now = clock.now()
+    where = "s.namespace <> ''" if namespace is None else "s.namespace = %(ns)s"
+    sql = f"""
+        SELECT s.namespace, s.kind, s.scope,
+               count(r.id) FILTER (WHERE r.expires_at IS NULL OR r.expires_at > %(now)s),
+               coalesce(sum(r.size) FILTER (WHERE r.expires_at IS NULL OR r.expires_at > %(now)s), 0),
+               count(r.id) FILTER (WHERE r.expires_at <= %(now)s),
+               count(r.vec) FILTER (WHERE r.seq <= %(upto)s),
+               count(r.vec) FILTER (WHERE r.seq > %(upto)s)
+        FROM mem_scopes s
+        LEFT JOIN mem_records r ON r.namespace = s.namespace AND r.kind = s.kind AND r.scope = s.scope
+        WHERE {where}
+        GROUP BY s.namespace, s.kind, s.scope
+        ORDER BY s.namespace, s.kind, s.scope
+    """
+    backend.refresh(force=True)
+    upto = int((backend._index or {}).get("upto", 0))
+    with backend.db.connection() as conn:
+        rows = conn.execute(sql, {"now": now, "ns": sch.db_name(namespace or ""), "upto": upto}).fetchall()
+    return [
+        {"namespace": sch.user_name(ns), "kind": kind, "scope": "/".join(scope), "entries": int(entries),
+         "bytes": int(size), "expired": int(expired), "indexed": int(indexed), "pending": int(pending)}
+        for ns, kind, scope, entries, size, expired, indexed, pending in rows
+    ]  # fmt: skip
+
+
+def locked(backend: Any, namespace: str, work: Callable[[Any], Any]) -> Any:
+    """`work(conn)` in the namespace's write section, again after a deadlock or a serialization
+    failure (maintenance work is ours to replay; see `backend.py`)."""
+    for attempt in range(RETRIES):
+        try:
+            with backend.lock(namespace), backend.db.connection() as conn:
+                return work(conn)
+        except StoreUnavailable as exc:
+            if exc.detail.get("sqlstate") not in ("40001", "40P01") or attempt == RETRIES - 1:
+                raise
+    return None
+
+
+def delete_namespace(backend: Any, namespace: str) -> dict[str, Any]:
+    name = sch.db_name(namespace)
+
+    def delete(conn: Any) -> None:
+        found = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s) "
+            "OR EXISTS (SELECT 1 FROM mem_scopes WHERE namespace = %(ns)s)",
+            {"ns": name},
+        ).fetchone()[0]
+        if not found:
+            raise NotFound(f"no namespace {namespace!r}")
+        for table in ("mem_records", "mem_terms", "mem_scopes", "mem_usage"):  # constant names
+            conn.execute(f"DELETE FROM {table} WHERE namespace = %s", [name])
+
+    locked(backend, namespace, delete)
+    return {"namespace": namespace, "deleted": True}
+
+
+def checkpoint(backend: Any, now: float) -> int:
+    """`mem gc`: purge the expired rows, then build the HNSW index if rows wait for it; returns
+    how many scopes the purge touched (plus one for an index build)."""
+    touched = purge_expired(backend, now)
+    if not backend.read_only and backend.recorded_embedder() is not None:
+        backend.refresh(force=True)
+        touched += bool(backend.build_index(force=True))
+    return touched
+
+
+def purge_expired(backend: Any, now: float) -> int:
+    """Delete every row past its expiry; returns how many scopes lost rows."""
+    if backend.read_only:
+        return 0
+    with backend.db.connection() as conn:
+        names = [
+            r[0]
+            for r in conn.execute("SELECT DISTINCT namespace FROM mem_records WHERE expires_at <= %s", [now]).fetchall()
+        ]
+    touched = 0
+    for name in names:
+
+        def purge(conn: Any, name: str = name) -> int:
+            return remove_rows(
+                conn,
+                "DELETE FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s "
+                "RETURNING kind, scope, size, terms",
+                {"ns": name, "now": now},
+            )
+
+        touched += locked(backend, sch.user_name(name), purge)
+    return touched
+
+
+# -- reindex ----------------------------------------------------------------------------------
+
+
+def reindex(backend: Any, name: str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    embedder = get_embedder(name)
+    from psycopg.types.json import Jsonb
+
+    def rebuild(conn: Any) -> tuple[int, int]:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.BUILD_LOCK)  # no index build runs
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.EMBEDDER_LOCK)  # exclusive: no writer runs
+        scopes = conn.execute(
+            "SELECT namespace, kind, scope, schema FROM mem_scopes WHERE schema = ANY(%s::text[]) "
+            "ORDER BY namespace, kind, scope",
+            [INDEXED],
+        ).fetchall()
+        sch.drop_vector_indexes(conn, keep=None, concurrently=False)  # one build at the end is faster
+        if sch.vector_column_dim(conn) != embedder.dim:
+            sch.set_vector_dim(conn, embedder.dim)
+        total = 0
+        for done, (ns, kind, scope, schema) in enumerate(scopes, 1):
+            total += _reembed(conn, {"ns": ns, "kind": kind, "scope": list(scope)}, SCHEMAS[schema], embedder)
+            if progress:
+                progress(done, len(scopes))
+        conn.execute(
+            "INSERT INTO mem_meta (key, value) VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET value = "
+            "EXCLUDED.value",
+            [Jsonb({"embedder": embedder.name, "dim": embedder.dim})],
+        )
+        upto = conn.execute("SELECT coalesce(max(seq), 0) FROM mem_records").fetchone()[0]
+        sch.build_vector_index(conn, upto, embedder.dim, concurrently=False)
+        return len(scopes), total
+
+    scopes, total = backend.retrying(rebuild)
+    backend.refresh(force=True)
+    backend._embedder = embedder
+    return {"embedder": embedder.name, "dim": embedder.dim, "shards": scopes, "entries": total}
+
+
+def _reembed(conn: Any, key: dict[str, Any], schema: Any, embedder: Any, only_missing: bool = False) -> int:
+    """Embed the scope's records again (or only those without a vector), a batch at a time."""
+    last, count = -1, 0
+    missing = " AND vec IS NULL" if only_missing else ""
+    while True:
+        rows = conn.execute(
+            f"SELECT seq, id, raw FROM mem_records WHERE {KEY} AND seq > %(last)s{missing} ORDER BY seq LIMIT {BATCH}",
+            {**key, "last": last},
+        ).fetchall()
+        if not rows:
+            return count
+        vectors = embedder.embed([schema.text(load(raw)) for _, _, raw in rows]).astype(np.float32)
+        vecs = list(vectors)
+        conn.execute(
+            f"UPDATE mem_records SET vec = u.vec FROM unnest(%(ids)s::text[], %(vecs)b::vector[]) AS u(id, vec) "
+            f"WHERE {KEY} AND mem_records.id = u.id",
+            {**key, "ids": [r[1] for r in rows], "vecs": vecs},
+        )
+        count += len(rows)
+        last = rows[-1][0]
+
+
+# -- doctor -----------------------------------------------------------------------------------
+
+
+def _finding(where: str, problem: str, repair: str = REPAIR, fixed: bool = False) -> Finding:
+    return {"where": where, "problem": problem, "repair": repair, "fixed": fixed, "lost": 0}
+
+
+def doctor(backend: Any, repair: bool = False) -> list[Finding]:
+    try:
+        with backend.db.connection() as conn:
+            conn.execute("SELECT 1")
+    except sch.SchemaTooNew as exc:
+        return [_finding("mem_schema", exc.message, "upgrade mem (this version cannot read the store)")]
+    except StoreUnavailable as exc:
+        return [_finding(backend.url, exc.message, "make the database reachable (see the message)")]
+    findings = _check_server(backend)
+    findings += _check_vectors(backend, repair)
+    with backend.db.connection() as conn:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT namespace FROM mem_usage UNION SELECT namespace FROM mem_scopes "
+                "UNION SELECT DISTINCT namespace FROM mem_records ORDER BY 1"
+            ).fetchall()
+        ]
+    for name in names:
+
+        def check(conn: Any, name: str = name) -> list[Finding]:
+            return _check_counts(conn, name, repair)
+
+        findings += locked(backend, sch.user_name(name), check)
+    return findings
+
+
+def _check_server(backend: Any) -> list[Finding]:
+    findings = []
+    with backend.db.connection() as conn:
+        version = sch.extension_version(conn)
+        schema_version = sch.read_version(conn)
+    if version is None:
+        findings.append(_finding("extension vector", "not installed", f"run `{sch.extension_sql()}` as a superuser"))
+    elif tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) < (0, 5):
+        problem = f"version {version} has no HNSW index"
+        findings.append(_finding("extension vector", problem, "ALTER EXTENSION vector UPDATE;"))
+    if schema_version != sch.VERSION:
+        problem = f"version {schema_version}, this mem knows {sch.VERSION}"
+        findings.append(_finding("mem_schema", problem, "upgrade mem"))
+    return findings
+
+
+def _check_vectors(backend: Any, repair: bool) -> list[Finding]:
+    """The vector column and its index against the recorded embedder; records of searchable
+    scopes without a vector (written by a process that had not seen a reindex)."""
+    findings = []
+    backend.refresh(force=True)
+    recorded = backend.recorded_embedder()
+    if recorded is None:
+        return []
+    dim = int(recorded["dim"])
+    with backend.db.connection() as conn:
+        column, indexes = sch.vector_column_dim(conn), sch.vector_indexes(conn)
+    index = backend._index or {}
+    if column != dim:
+        problem = f"vector column of dimension {column or 'none'}; the recorded embedder {recorded['embedder']!r} "
+        problem += f"makes {dim}"
+        if repair:
+            backend._vector_dim = 0
+            backend.ensure_vector_column()
+        findings.append(_finding("mem_records.vec", problem, "dimension set" if repair else REPAIR, repair))
+    invalid = [name for name, valid in indexes if not valid]
+    if invalid:
+        problem = f"{', '.join(invalid)}: left invalid by an interrupted index build (ignored by searches)"
+        if repair:
+            with backend.db.connection() as conn:
+                sch.drop_vector_indexes_named(conn, invalid)
+        findings.append(_finding("mem_records.vec", problem, "dropped" if repair else REPAIR, repair))
+    valid = [name for name, ok in indexes if ok]
+    if index and (index.get("dim") != dim or sch.index_name(index.get("upto", 0)) not in valid):
+        problem = f"the HNSW index on record ({index}) is missing or made for another dimension than {dim}"
+        if repair:
+            with backend.db.connection() as conn:
+                conn.execute("DELETE FROM mem_meta WHERE key = 'vector_index'")
+            backend.refresh(force=True)
+            backend.build_index(force=True)
+        findings.append(_finding("mem_records.vec", problem, "rebuilt" if repair else REPAIR, repair))
+    with backend.db.connection() as conn:
+        rows = conn.execute(
+            "SELECT r.namespace, r.kind, r.scope, count(*) FROM mem_records r JOIN mem_scopes s ON "
+            "s.namespace = r.namespace AND s.kind = r.kind AND s.scope = r.scope "
+            "WHERE r.vec IS NULL AND s.schema = ANY(%s::text[]) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+            [INDEXED],
+        ).fetchall()
+    for ns, kind, scope, count in rows:
+        where = f"mem_records[{_label(ns, kind, scope)}]"
+        problem = f"{count} records without a vector (found by their words only)"
+        if repair:
+            schema = SCHEMAS[_schema_of(backend, ns, kind, scope)]
+            key = {"ns": ns, "kind": kind, "scope": list(scope)}
+
+            def reembed(conn: Any, key: dict = key, schema: Any = schema) -> int:
+                return _reembed(conn, key, schema, backend.embedder, only_missing=True)
+
+            locked(backend, sch.user_name(ns), reembed)
+        findings.append(_finding(where, problem, "re-embedded" if repair else REPAIR, repair))
+    return findings
+
+
+def _schema_of(backend: Any, ns: str, kind: str, scope: list[str]) -> str:
+    with backend.db.connection() as conn:
+        return conn.execute(
+            "SELECT schema FROM mem_scopes WHERE namespace = %s AND kind = %s AND scope = %s::text[]", [ns, kind, scope]
+        ).fetchone()[0]
+
+
+def _label(ns: str, kind: str, scope: list[str]) -> str:
+    return "/".join([sch.user_name(ns) if ns else "(system)", kind, *scope])
+
+
+RECOUNT_SCOPES = """
+    SELECT coalesce(s.kind, c.kind), coalesce(s.scope, c.scope),
+           s.n_docs, s.total_len, s.bytes, coalesce(c.n, 0), coalesce(c.len, 0), coalesce(c.bytes, 0)
+    FROM (SELECT * FROM mem_scopes WHERE namespace = %(ns)s) s
+    FULL JOIN (SELECT kind, scope, count(*) AS n, sum(cardinality(terms))::float8 AS len, sum(size) AS bytes
+               FROM mem_records WHERE namespace = %(ns)s GROUP BY kind, scope) c
+         ON c.kind = s.kind AND c.scope = s.scope
+    WHERE s.n_docs IS DISTINCT FROM coalesce(c.n, 0) OR s.total_len IS DISTINCT FROM coalesce(c.len, 0)
+       OR s.bytes IS DISTINCT FROM coalesce(c.bytes, 0)
+"""
+RECOUNT_TERMS = """
+    WITH c AS (SELECT r.kind, r.scope, t.term, count(*) AS df FROM mem_records r,
+               LATERAL (SELECT DISTINCT unnest(r.terms) AS term) t WHERE r.namespace = %(ns)s GROUP BY 1, 2, 3)
+    SELECT coalesce(m.kind, c.kind), coalesce(m.scope, c.scope), count(*)
+    FROM (SELECT * FROM mem_terms WHERE namespace = %(ns)s) m
+    FULL JOIN c ON c.kind = m.kind AND c.scope = m.scope AND c.term = m.term
+    WHERE coalesce(m.df, 0) <> coalesce(c.df, 0)
+    GROUP BY 1, 2
+"""
+RECOUNT_USAGE = """
+    SELECT u.entries, u.bytes, c.n, c.bytes FROM
+    (SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM mem_records WHERE namespace = %(ns)s) c
+    LEFT JOIN mem_usage u ON u.namespace = %(ns)s
+"""
+
+
+def _check_counts(conn: Any, ns: str, repair: bool) -> list[Finding]:
+    """mem_usage, mem_scopes and mem_terms of namespace `ns` against a recount (the caller holds
+    its lock); `repair` replaces them by the recount."""
+    findings = []
+    params = {"ns": ns}
+    done = "recounted" if repair else REPAIR
+    entries, size, n, n_bytes = conn.execute(RECOUNT_USAGE, params).fetchone()
+    if (entries, size) != (n, n_bytes) and not (entries is None and n == 0):
+        findings.append(_finding(
+            f"mem_usage[{sch.user_name(ns) if ns else '(system)'}]",
+            f"counts {entries} records and {size} bytes; the table holds {n} and {n_bytes}", done, repair,
+        ))  # fmt: skip
+    for kind, scope, n_docs, total_len, nbytes, c_n, c_len, c_bytes in conn.execute(RECOUNT_SCOPES, params).fetchall():
+        findings.append(_finding(
+            f"mem_scopes[{_label(ns, kind, scope)}]",
+            f"BM25 statistics say {n_docs} records, {total_len} terms, {nbytes} bytes; the table holds {c_n}, "
+            f"{c_len}, {c_bytes}", done, repair,
+        ))  # fmt: skip
+    for kind, scope, wrong in conn.execute(RECOUNT_TERMS, params).fetchall():
+        findings.append(_finding(
+            f"mem_terms[{_label(ns, kind, scope)}]", f"{wrong} document frequencies differ from a recount", done, repair
+        ))  # fmt: skip
+    if findings and repair:
+        _recount(conn, ns)
+    return findings
+
+
+def _recount(conn: Any, ns: str) -> None:
+    params = {"ns": ns}
+    conn.execute("DELETE FROM mem_terms WHERE namespace = %(ns)s", params)
+    conn.execute(
+        "INSERT INTO mem_terms (namespace, kind, scope, term, df) SELECT %(ns)s, r.kind, r.scope, t.term, count(*) "
+        "FROM mem_records r, LATERAL (SELECT DISTINCT unnest(r.terms) AS term) t WHERE r.namespace = %(ns)s "
+        "GROUP BY r.kind, r.scope, t.term",
+        params,
+    )
+    conn.execute(
+        "UPDATE mem_scopes s SET n_docs = coalesce(c.n, 0), total_len = coalesce(c.len, 0), "
+        "bytes = coalesce(c.bytes, 0) "
+        "FROM mem_scopes s2 LEFT JOIN (SELECT kind, scope, count(*) AS n, sum(cardinality(terms))::float8 AS len, "
+        "sum(size) AS bytes FROM mem_records WHERE namespace = %(ns)s GROUP BY kind, scope) c "
+        "ON c.kind = s2.kind AND c.scope = s2.scope "
+        "WHERE s.namespace = %(ns)s AND s2.namespace = s.namespace AND s2.kind = s.kind AND s2.scope = s.scope",
+        params,
+    )
+    conn.execute(
+        "INSERT INTO mem_scopes (namespace, kind, scope, schema, n_docs, total_len, bytes) "
+        "SELECT %(ns)s, kind, scope, coalesce(%(schemas)s::jsonb ->> kind, 'records'), count(*), "
+        "sum(cardinality(terms)), sum(size) FROM mem_records "
+        "WHERE namespace = %(ns)s GROUP BY kind, scope ON CONFLICT (namespace, kind, scope) DO NOTHING",
+        {**params, "schemas": orjson.dumps(SCHEMA_OF).decode()},
+    )
+    conn.execute(
+        "INSERT INTO mem_usage (namespace, entries, bytes) SELECT %(ns)s, count(*), coalesce(sum(size), 0) "
+        "FROM mem_records WHERE namespace = %(ns)s ON CONFLICT (namespace) DO UPDATE "
+        "SET entries = EXCLUDED.entries, bytes = EXCLUDED.bytes",
+        params,
+    )

@@ -1,0 +1,284 @@
+"""A scope's records in `mem_records`: reads, and writes that keep the statistics in step.
+
+A write (`append`) runs in the caller's write section (see `backend.py`): a batch of puts is one
+`INSERT ... SELECT FROM unnest(...) ON CONFLICT DO UPDATE` (no statement per record: a bulk
+import is a few statements per thousand records), after one `SELECT` of the rows it replaces, whose
+sizes and terms adjust, in the same transaction, the scope's BM25 statistics (`mem_scopes`,
+`mem_terms`) and the namespace's counters (`mem_usage`). A delete is `DELETE ... RETURNING`, the
+statistics adjusted from what it returns.
+
+Statistics count every row in the table, expired rows included until a purge (`mem gc`)
+removes them, as the files backend counts a checkpoint's rows until the next checkpoint.
+
+Reads hide rows past their `expires_at`. Outside a write section they run in autocommit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ...embed import decode_vector
+from ...errors import InvalidInput
+from ...lexical import terms
+from ...schemas import SCHEMAS
+from ..base import Candidates, Doc, Filters, Op, Scope
+from .schema import db_name, user_name
+
+PAGE = 2000  # records a page of `docs()` (keyset pagination on seq)
+KEY = "namespace = %(ns)s AND kind = %(kind)s AND scope = %(scope)s::text[]"
+LIVE = "(expires_at IS NULL OR expires_at > %(now)s)"
+
+
+def number(value: Any, default: float | None) -> float | None:
+    """A numeric column value: numbers as they are, anything else (an ISO string) the default."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def load(raw: str) -> Doc:
+    return orjson.loads(raw)
+
+
+class PgScope(Scope):
+    def __init__(self, backend: Any, namespace: str, kind: str, scope: list[str], schema: str) -> None:
+        self.backend = backend
+        self.schema = SCHEMAS[schema]
+        self.descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope), "schema": schema}
+        self.key: dict[str, Any] = {"ns": db_name(namespace), "kind": kind, "scope": list(scope)}
+
+    @property  # the store's dimension as of now (a reindex may change it)
+    def dim(self) -> int:  # type: ignore[override]
+        return self.backend.dim if self.schema.indexed else 0
+
+    def _run(self, sql: str, params: dict[str, Any]) -> list[tuple]:
+        with self.backend.db.connection() as conn:
+            return conn.execute(sql, {**self.key, **params}).fetchall()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get(self, rid: str, now: float) -> Doc | None:
+        if "\x00" in rid:  # text cannot hold NUL, so no record has such an id (writes refuse it)
+            return None
+        rows = self._run(f"SELECT raw FROM mem_records WHERE {KEY} AND id = %(id)s AND {LIVE}", {"id": rid, "now": now})
+        return load(rows[0][0]) if rows else None
+
+    def get_many(self, rids: list[str], now: float) -> dict[str, Doc]:
+        rids = [rid for rid in rids if "\x00" not in rid]  # as in `get`
+        if not rids:
+            return {}
+        rows = self._run(
+            f"SELECT id, raw FROM mem_records WHERE {KEY} AND id = ANY(%(ids)s::text[]) AND {LIVE}",
+            {"ids": list(rids), "now": now},
+        )
+        return {rid: load(raw) for rid, raw in rows}
+
+    def docs(self, now: float) -> Iterator[Doc]:
+        """Every live record in write order, a page at a time (no connection is held between pages)."""
+        last = -1
+        while True:
+            rows = self._run(
+                f"SELECT seq, raw FROM mem_records WHERE {KEY} AND seq > %(last)s AND {LIVE} ORDER BY seq LIMIT {PAGE}",
+                {"last": last, "now": now},
+            )
+            for seq, raw in rows:
+                yield load(raw)
+                last = seq
+            if len(rows) < PAGE:
+                return
+
+    def usage(self, now: float) -> tuple[int, int]:
+        rows = self._run(
+            "SELECT coalesce((SELECT n_docs FROM mem_scopes WHERE " + KEY + "), 0), "
+            "coalesce((SELECT bytes FROM mem_scopes WHERE " + KEY + "), 0), count(*), coalesce(sum(size), 0) "
+            "FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s AND kind = %(kind)s "
+            "AND scope = %(scope)s::text[]",
+            {"now": now},
+        )
+        n, size, gone, gone_size = rows[0]
+        return int(n) - int(gone), int(size) - int(gone_size)
+
+    def load_docs(self, seqs: list[int]) -> dict[int, Doc]:
+        """Records by their `seq` (for search results)."""
+        rows = self._run(
+            f"SELECT seq, raw FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])", {"seqs": seqs}
+        )
+        return {seq: load(raw) for seq, raw in rows}
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def append(self, op: Op) -> None:
+        with self.backend.db.transaction() as conn:  # the caller's write section (or one of its own)
+            if op.get("op") == "put":
+                self._put(conn, op["recs"])
+            elif op.get("op") == "del":
+                ids = list(dict.fromkeys(op["ids"]))
+                if ids:
+                    remove_rows(
+                        conn,
+                        f"DELETE FROM mem_records WHERE {KEY} AND id = ANY(%(ids)s::text[]) "
+                        "RETURNING kind, scope, size, terms",
+                        {**self.key, "ids": ids},
+                    )
+
+    def _put(self, conn: Any, recs: list[dict[str, Any]]) -> None:
+        latest: dict[str, dict[str, Any]] = {}
+        for rec in recs:  # a batch that writes an id twice keeps the last (in the first one's place)
+            latest[rec["id"]] = rec
+        if not latest:
+            return
+        batch = self._rows(list(latest.values()))
+        old = conn.execute(
+            f"SELECT size, terms FROM mem_records WHERE {KEY} AND id = ANY(%(ids)s::text[])",
+            {**self.key, "ids": batch["ids"]},
+        ).fetchall()
+        conn.execute(INSERT, {**self.key, **batch})
+        delta = Delta(self.schema.name)
+        for size, words in old:
+            delta.remove(size, words)
+        for size, words in zip(batch["sizes"], batch["words"], strict=True):
+            delta.add(size, words)
+        apply_deltas(conn, self.key["ns"], {(self.key["kind"], tuple(self.key["scope"])): delta})
+
+    def _rows(self, recs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The columns of `recs`, one array each, as the INSERT's unnest takes them."""
+        indexed = self.schema.indexed
+        dim = self.backend.current_dim() if indexed else 0
+        out: dict[str, list[Any]] = {k: [] for k in ("ids", "raws", "sizes", "vecs", "terms", "tags", "scores")}
+        out.update(updated=[], expires=[], words=[])
+        for rec in recs:
+            doc = rec["doc"]
+            rid = rec["id"]
+            if not isinstance(rid, str) or "\x00" in rid:
+                raise InvalidInput("a record id must be text without NUL")
+            raw = orjson.dumps(doc).decode()
+            vec = decode_vector(rec["vec"]) if indexed and rec.get("vec") else None
+            if vec is not None and len(vec) != dim:
+                vec = None  # made with another embedder than the recorded one: found by words only
+            words = terms(self.schema.text(doc)) if indexed else []
+            tags = doc.get("tags")
+            tags = [t for t in tags if isinstance(t, str) and "\x00" not in t] if isinstance(tags, list) else []
+            out["ids"].append(rid)
+            out["raws"].append(raw)
+            out["sizes"].append(int(rec.get("size") or len(raw.encode())))
+            out["vecs"].append(vec)
+            out["words"].append(words)
+            out["terms"].append(" ".join(words))  # a term never holds a space (`lexical._WORD`)
+            out["tags"].append(orjson.dumps(tags).decode())
+            out["scores"].append(number(doc.get("score"), 1.0))
+            out["updated"].append(number(doc.get("updated_at"), 0.0))
+            out["expires"].append(number(doc.get("expires_at"), None))
+        return out
+
+    # -- searching --------------------------------------------------------------------------
+
+    def search(
+        self,
+        now: float,
+        filters: Filters,
+        query_vector: np.ndarray | None = None,
+        query_text: str = "",
+        k: int = 10,
+        exhaustive: bool = False,
+    ) -> list[Candidates]:
+        from .search import search
+
+        return search(self, now, filters, query_vector, query_text, k, exhaustive)
+
+    def __repr__(self) -> str:
+        return f"PgScope({user_name(self.key['ns'])!r}, {self.key['kind']!r}, {self.key['scope']!r})"
+
+
+# doc: the jsonb copy cannot hold NUL characters (the raw text keeps them, escaped)
+INSERT = """
+INSERT INTO mem_records (namespace, kind, scope, id, doc, raw, size, vec, terms, tags, score, updated_at, expires_at)
+SELECT %(ns)s, %(kind)s, %(scope)s::text[], u.id, replace(u.raw, '\\u0000', '\\ufffd')::jsonb, u.raw, u.size, u.vec,
+       string_to_array(u.terms, ' '), ARRAY(SELECT jsonb_array_elements_text(u.tags::jsonb)),
+       u.score, u.updated_at, u.expires_at
+FROM unnest(%(ids)s::text[], %(raws)s::text[], %(sizes)s::int[], %(vecs)b::vector[], %(terms)s::text[],
+            %(tags)s::text[], %(scores)s::real[], %(updated)s::float8[], %(expires)s::float8[])
+     WITH ORDINALITY AS u(id, raw, size, vec, terms, tags, score, updated_at, expires_at, ord)
+ORDER BY u.ord
+ON CONFLICT (namespace, kind, scope, id) DO UPDATE SET
+    doc = EXCLUDED.doc, raw = EXCLUDED.raw, size = EXCLUDED.size, vec = EXCLUDED.vec, terms = EXCLUDED.terms,
+    tags = EXCLUDED.tags, score = EXCLUDED.score, updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
+"""
+
+
+@dataclass
+class Delta:
+    """How a write changes one scope's statistics and its namespace's counters."""
+
+    schema: str = "records"
+    n_docs: int = 0
+    total_len: int = 0
+    bytes: int = 0
+    df: Counter = field(default_factory=Counter)
+
+    def add(self, size: int, words: list[str]) -> None:
+        self.n_docs += 1
+        self.bytes += size
+        self.total_len += len(words)
+        self.df.update(set(words))
+
+    def remove(self, size: int, words: list[str]) -> None:
+        self.n_docs -= 1
+        self.bytes -= size
+        self.total_len -= len(words)
+        self.df.subtract(set(words))
+
+
+def remove_rows(conn: Any, delete: str, params: dict[str, Any]) -> int:
+    """Run `delete` (a DELETE ... RETURNING kind, scope, size, terms within one namespace,
+    `params["ns"]`) and take its rows out of the statistics. Returns how many scopes it touched."""
+    deltas: dict[tuple[str, tuple[str, ...]], Delta] = {}
+    rows = conn.execute(delete, params).fetchall()
+    for kind, scope, size, words in rows:
+        deltas.setdefault((kind, tuple(scope)), Delta()).remove(size, words)
+    if deltas:
+        apply_deltas(conn, params["ns"], deltas)
+    return len(deltas)
+
+
+def apply_deltas(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta]) -> None:
+    """Adjust mem_scopes, mem_terms and mem_usage of namespace `ns` (database name) by `deltas`."""
+    with conn.pipeline():  # one round trip: no statement here needs another's result
+        _apply(conn, ns, deltas)
+
+
+def _apply(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta]) -> None:
+    entries = size = 0
+    for (kind, scope), delta in deltas.items():
+        key = {"ns": ns, "kind": kind, "scope": list(scope)}
+        conn.execute(
+            "INSERT INTO mem_scopes (namespace, kind, scope, schema, n_docs, total_len, bytes) "
+            "VALUES (%(ns)s, %(kind)s, %(scope)s::text[], %(schema)s, %(n)s, %(len)s, %(bytes)s) "
+            "ON CONFLICT (namespace, kind, scope) DO UPDATE SET n_docs = mem_scopes.n_docs + EXCLUDED.n_docs, "
+            "total_len = mem_scopes.total_len + EXCLUDED.total_len, bytes = mem_scopes.bytes + EXCLUDED.bytes",
+            {**key, "schema": delta.schema, "n": delta.n_docs, "len": delta.total_len, "bytes": delta.bytes},
+        )
+        changed = {t: n for t, n in delta.df.items() if n}
+        if changed:
+            conn.execute(
+                "INSERT INTO mem_terms (namespace, kind, scope, term, df) "
+                "SELECT %(ns)s, %(kind)s, %(scope)s::text[], t, d FROM unnest(%(terms)s::text[], %(dfs)s::int[]) "
+                "AS u(t, d) ON CONFLICT (namespace, kind, scope, term) DO UPDATE SET df = mem_terms.df + EXCLUDED.df",
+                {**key, "terms": list(changed), "dfs": list(changed.values())},
+            )
+            gone = [t for t, n in changed.items() if n < 0]
+            if gone:
+                conn.execute(
+                    f"DELETE FROM mem_terms WHERE {KEY} AND term = ANY(%(terms)s::text[]) AND df <= 0",
+                    {**key, "terms": gone},
+                )
+        entries += delta.n_docs
+        size += delta.bytes
+    conn.execute(
+        "INSERT INTO mem_usage (namespace, entries, bytes) VALUES (%s, %s, %s) ON CONFLICT (namespace) "
+        "DO UPDATE SET entries = mem_usage.entries + EXCLUDED.entries, bytes = mem_usage.bytes + EXCLUDED.bytes",
+        [ns, entries, size],
+    )

@@ -1,0 +1,302 @@
+"""Hybrid search over one scope in PostgreSQL, ranked exactly as the files backend ranks.
+
+BM25 uses this backend's own term statistics (`mem_terms`, `mem_scopes`), not PostgreSQL's full
+text search: `ts_rank` is not BM25 (no IDF, another length normalisation) and its parsers stem
+and drop other words than `lexical.terms`, so relevance, and the ranking, would differ between
+backends. Here each row keeps its terms (`lexical.terms` of its text, with repeats), and a query's
+weights (`lexical.idf` over the scope's document frequencies, average length) and the per-row sum
+are the files backend's formula (`files/search.py`), computed in Python over the candidate rows.
+Relevance is `base.fuse(cosine, min(bm25 / normaliser, 1))`.
+
+Which rows are candidates (each then gets both scores exactly):
+- exact, when the filtered scope has at most EXACT_MAX rows, or `exhaustive` asks for every
+  score: the `fetch` rows of highest cosine (computed in SQL in an expression the planner cannot
+  serve from the HNSW index) and every row holding a query term. That is every row that can rank
+  in the top `fetch` by relevance: a row without a query term scores 0.7 * cosine, so one outside
+  the cosine leaders is beaten by at least `fetch` rows. With `exhaustive`, every filtered row.
+- index, otherwise: the HNSW index's nearest rows of the whole table (`hnsw.ef_search` raised so
+  that enough of them pass the scope's filters), filtered; the rows written since the index's
+  watermark (see `schema.py`), by exact cosine; and the rows holding the query's rarest terms
+  (GIN; the most common terms add little BM25 and would pull thousands of rows). When the index
+  gives fewer rows than asked (pgvector 0.6 has no iterative scan: a small scope of a big table
+  can be starved by its filters) the search is done exactly instead.
+
+Without a query every filtered live row is a candidate, relevance 1.0, ranked by its `score`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ...errors import StoreUnavailable
+from ...lexical import K1, B, idf, normaliser, terms
+from ..base import Candidates, Doc, Filters, fuse
+from .scope import KEY, LIVE, PgScope
+
+EXACT_MAX = 20_000
+FETCH_FACTOR = 3  # as files/search.py: over-fetch for the caller's own cuts
+MIN_FETCH = 32
+EF_MIN, EF_MAX = 200, 1000  # hnsw.ef_search bounds (pgvector refuses more than 1000)
+EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more
+LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by BM25 (each read costs ~10 us)
+
+SCORE_COLUMNS = (
+    "seq, vec <=> %(q)b, updated_at, cardinality(terms), "
+    "CASE WHEN terms && %(qt)s::text[] THEN ARRAY(SELECT x FROM unnest(terms) x WHERE x = ANY(%(qt)s::text[])) END"
+)
+
+
+def search(
+    scope: PgScope,
+    now: float,
+    filters: Filters,
+    qvec: np.ndarray | None,
+    query_text: str,
+    k: int,
+    exhaustive: bool,
+) -> list[Candidates]:
+    where, params = _where(scope, now, filters)
+    if qvec is None:
+        return _unscored(scope, where, params)
+    if not scope.dim:
+        return []
+    qterms = list(dict.fromkeys(query_terms(query_text)))
+    dim = scope.backend.current_dim()
+    if not dim or len(qvec) != dim:  # another process's reindex changed the embedder: words only
+        qvec = np.zeros(max(dim, 1), dtype=np.float32)
+    qvec = np.asarray(qvec, dtype=np.float32)
+    params.update(q=qvec, qt=qterms)
+    n_docs, total_len, dfs, total, table_rows, index = _statistics(scope, where, params, filters)
+    if total <= 0:
+        return []
+    weights = {t: idf(max(n_docs, 1), df) for t, df in zip(qterms, dfs, strict=True)}
+    avgdl = max(total_len / max(n_docs, 1), 1.0)
+    fetch = max(MIN_FETCH, FETCH_FACTOR * k)
+    rows, path = None, "exact"
+    blank = not np.any(qvec)
+    upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
+    if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
+        rows = _index_rows(scope, where, params, weights, dfs, fetch, total, table_rows, upto, avgdl)
+        path = "index"
+    if rows is None:
+        rows = _exact_rows(scope, where, params, fetch, exhaustive)
+        path = "exact"
+    return [_scored(scope, rows, weights, avgdl, total, path)]
+
+
+@lru_cache(maxsize=64)
+def query_terms(text: str) -> tuple[str, ...]:
+    """The BM25 terms of a query (cached: one query is scored against several scopes)."""
+    return tuple(terms(text))
+
+
+def _where(scope: PgScope, now: float, filters: Filters) -> tuple[str, dict[str, Any]]:
+    """The filters as a condition of constant text, and its parameters."""
+    where = f"{KEY} AND {LIVE}"
+    params: dict[str, Any] = {**scope.key, "now": now}
+    if filters.tags:
+        # a tag or id with NUL matches nothing: no stored one can hold it (text cannot)
+        where += " AND tags @> %(tags)s::text[]"
+        params["tags"] = [tag.replace("\x00", "") for tag in filters.tags]
+        if any("\x00" in tag for tag in filters.tags):
+            where += " AND false"
+    if filters.ids is not None:
+        where += " AND id = ANY(%(ids)s::text[])"
+        params["ids"] = [rid for rid in filters.ids if "\x00" not in rid]
+    return where, params
+
+
+def _run(scope: PgScope, sql: str, params: dict[str, Any]) -> list[tuple]:
+    with scope.backend.db.connection() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candidates]:
+    rows = _run(scope, f"SELECT seq, score, updated_at FROM mem_records WHERE {where} ORDER BY seq", params)
+    if not rows:
+        return []
+    seqs = np.array([r[0] for r in rows], dtype=np.int64)
+    order = np.array([r[1] for r in rows], dtype=np.float32)
+    updated = np.array([r[2] for r in rows], dtype=np.float64)
+    full = np.ones(len(rows), dtype=np.float32)  # the stored score ranks but never filters
+    fetch = Loader(scope, seqs, order)
+    return [Candidates(fetch, np.arange(len(rows)), full, None, None, updated, len(rows), order=order)]
+
+
+def _statistics(
+    scope: PgScope, where: str, params: dict[str, Any], filters: Filters
+) -> tuple[int, float, list[int], int, int, dict | None]:
+    """The scope's rows and total length, each query term's document frequency, the rows passing
+    the filters, the table's rows and the HNSW index's watermark: one round trip. Without
+    filters the count comes from the statistics (minus the expired rows, found by the expiry
+    index), not from a scan."""
+    if filters.tags or filters.ids is not None:
+        total = f"(SELECT count(*) FROM mem_records WHERE {where})"
+    else:
+        total = (
+            "coalesce(s.n_docs, 0) - (SELECT count(*) FROM mem_records WHERE namespace = %(ns)s AND "
+            "expires_at <= %(now)s AND kind = %(kind)s AND scope = %(scope)s::text[])"
+        )
+    sql = f"""
+        SELECT coalesce(s.n_docs, 0), coalesce(s.total_len, 0),
+               ARRAY(SELECT coalesce(t.df, 0) FROM unnest(%(qt)s::text[]) WITH ORDINALITY AS q(term, i)
+                     LEFT JOIN mem_terms t ON t.namespace = %(ns)s AND t.kind = %(kind)s
+                          AND t.scope = %(scope)s::text[] AND t.term = q.term ORDER BY q.i),
+               {total},
+               (SELECT coalesce(sum(entries), 0) FROM mem_usage),
+               (SELECT value FROM mem_meta WHERE key = 'vector_index')
+        FROM (SELECT 1) AS one
+        LEFT JOIN mem_scopes s ON s.namespace = %(ns)s AND s.kind = %(kind)s AND s.scope = %(scope)s::text[]
+    """
+    n_docs, total_len, dfs, count, table_rows, index = _run(scope, sql, params)[0]
+    return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index
+
+
+def _exact_rows(scope: PgScope, where: str, params: dict[str, Any], fetch: int, exhaustive: bool) -> list[tuple]:
+    if exhaustive:
+        return _run(scope, f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where}", params)
+    # `+ 0`: an ordering the HNSW index cannot give, so every filtered row's cosine is computed
+    sql = (
+        f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} AND (terms && %(qt)s::text[] OR seq IN "
+        f"(SELECT seq FROM mem_records WHERE {where} ORDER BY (vec <=> %(q)b) + 0 LIMIT %(fetch)s))"
+    )
+    return _run(scope, sql, {**params, "fetch": fetch})
+
+
+def _index_rows(
+    scope: PgScope,
+    where: str,
+    params: dict[str, Any],
+    weights: dict[str, float],
+    dfs: list[int],
+    fetch: int,
+    total: int,
+    table_rows: int,
+    upto: int,
+    avgdl: float,
+) -> list[tuple] | None:
+    """Candidates from the HNSW index (rows up to its watermark `upto`), the rows written since
+    (exactly: the `fetch` of highest cosine) and the rarest terms' rows; None when the index
+    cannot give enough rows of this scope (the caller searches exactly)."""
+    from psycopg import sql
+
+    share = total / max(table_rows, total, 1)
+    ef = max(EF_MIN, math.ceil(fetch / share * EF_SLACK))
+    if ef > EF_MAX:
+        return None
+    watermark = sql.Literal(int(upto))  # the index's predicate: the planner must see the constant
+    near_sql = sql.SQL(
+        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at, vec <=> %(q)b AS d "
+        "FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b LIMIT %(ef)s) AS near "
+        "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
+    ).format(upto=watermark)
+    recent_sql = sql.SQL(
+        "SELECT seq FROM mem_records WHERE " + where + " AND seq > {upto} ORDER BY (vec <=> %(q)b) + 0 LIMIT %(fetch)s"
+    ).format(upto=watermark)
+    with scope.backend.db.connection() as conn:
+        with conn.pipeline():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
+            near_cursor = conn.execute(near_sql, {**params, "ef": ef, "fetch": fetch})
+            recent_cursor = conn.execute(recent_sql, {**params, "fetch": fetch})
+        near = [r[0] for r in near_cursor.fetchall()]
+        recent = [r[0] for r in recent_cursor.fetchall()]
+        if len(near) + len(recent) < min(fetch, total):
+            return None
+        rare = _rarest(list(weights), dfs)
+        leaders = []
+        if rare:
+            numbered: dict[str, Any] = {f"t{i}": term for i, term in enumerate(weights)}
+            numbered.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
+            statement = _leaders_sql(where, len(weights))
+            values = {**params, **numbered, "rare": rare, "avgdl": avgdl, "fetch": fetch}
+            leaders = [r[0] for r in conn.execute(statement, values).fetchall()]
+        statement = f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} AND seq = ANY(%(near)s::bigint[])"
+        return conn.execute(statement, {**params, "near": near + recent + leaders}).fetchall()
+
+
+def _leaders_sql(where: str, count: int) -> str:
+    """The BM25 leaders among the rows holding the chosen terms, scored in SQL by the formula of
+    `bm25` below (only their `seq` travels), as files/search.py takes the best `want` BM25 rows.
+    One term of the sum per query term (`array_positions` counts its occurrences); the text
+    depends only on how many terms there are: every term and weight is a parameter."""
+    norm = f"{K1!r} * (1 - {B!r} + {B!r} * cardinality(terms) / %(avgdl)s)"
+    parts = [f"%(w{i})s * tf{i} * {K1 + 1!r} / (tf{i} + {norm})" for i in range(count)]
+    tfs = ", ".join(f"cardinality(array_positions(terms, %(t{i})s::text)) AS tf{i}" for i in range(count))
+    return (
+        f"SELECT seq FROM (SELECT seq, terms, {tfs} FROM mem_records WHERE {where} AND terms && %(rare)s::text[]) AS m "
+        f"ORDER BY {' + '.join(parts)} DESC LIMIT %(fetch)s"
+    )
+
+
+def _rarest(qterms: list[str], dfs: list[int]) -> list[str]:
+    """The query terms whose rows, rarest first, add up to at most LEXICAL_BUDGET."""
+    chosen, rows = [], 0
+    for term, df in sorted(zip(qterms, dfs, strict=True), key=lambda pair: pair[1]):
+        if df == 0:
+            continue
+        if rows + df > LEXICAL_BUDGET:
+            break
+        chosen.append(term)
+        rows += df
+    return chosen
+
+
+def _scored(
+    scope: PgScope, rows: list[tuple], weights: dict[str, float], avgdl: float, total: int, path: str
+) -> Candidates:
+    n = len(rows)
+    seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
+    distance = np.array([np.nan if r[1] is None else r[1] for r in rows], dtype=np.float64)
+    vector = np.nan_to_num(1.0 - distance, nan=0.0).astype(np.float32)  # no vector, or a zero one: 0
+    updated = np.fromiter((r[2] for r in rows), dtype=np.float64, count=n)
+    norm = normaliser(weights.values())
+    lexical = np.zeros(n, dtype=np.float32)
+    for i, (_, _, _, length, matched) in enumerate(rows):
+        if matched:
+            lexical[i] = bm25(Counter(matched), weights, length, avgdl) / norm
+    lexical = np.minimum(lexical, 1.0)
+    relevance = fuse(vector, lexical)
+    return Candidates(Loader(scope, seqs, relevance), np.arange(n), relevance, vector, lexical, updated, total, path)
+
+
+def bm25(tf: Counter, weights: dict[str, float], length: int, avgdl: float) -> float:
+    """`lexical.DeltaLexicon.scores` for one row."""
+    norm = K1 * (1 - B + B * length / avgdl)
+    return sum(weights.get(term, 0.0) * n * (K1 + 1) / (n + norm) for term, n in tf.items())
+
+
+class Loader:
+    """`Candidates.fetch`: a row's record, read with the next rows in rank order (callers read
+    the leaders first), in batches that double, so a top-k costs one round trip."""
+
+    FIRST, MOST = 16, 1024
+
+    def __init__(self, scope: PgScope, seqs: np.ndarray, rank: np.ndarray) -> None:
+        self.scope = scope
+        self.seqs = seqs
+        self.order = np.argsort(-rank, kind="stable")
+        self.position = np.empty(len(seqs), dtype=np.int64)
+        self.position[self.order] = np.arange(len(seqs))
+        self.docs: dict[int, Doc] = {}
+        self.batch = self.FIRST
+
+    def __call__(self, row: int) -> Doc:
+        if row not in self.docs:
+            start = int(self.position[row])
+            wanted = [row] + [int(r) for r in self.order[start + 1 : start + self.batch] if int(r) not in self.docs]
+            found = self.scope.load_docs([int(self.seqs[r]) for r in wanted])
+            for r in wanted:
+                doc = found.get(int(self.seqs[r]))
+                if doc is not None:
+                    self.docs[r] = doc
+            self.batch = min(2 * self.batch, self.MOST)
+            if row not in self.docs:  # deleted by another process between the ranking and now
+                failure = StoreUnavailable("a record found by the search was deleted meanwhile: send the request again")
+                failure.retryable = True
+                raise failure
+        return self.docs[row]

@@ -1,0 +1,507 @@
+"""The PostgreSQL backend against a real PostgreSQL with pgvector (see `tests/pg.py`): the seam's
+contract at the backend level, connections and their errors, migrations, locks, hostile names,
+search, TTL, and upkeep."""
+
+# ruff: noqa: F811 (the fixtures imported from tests/pg.py are named as the tests' arguments)
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import orjson
+import psycopg
+import pytest
+
+from store import clock
+from store.backends import open_backend
+from store.backends.base import SYSTEM, Filters
+from store.backends.postgres import open_postgres
+from store.backends.postgres import schema as sch
+from store.backends.postgres import search as pg_search
+from store.embed import encode_vectors, get_embedder
+from store.errors import InvalidInput, NotFound, StoreUnavailable
+from store.schemas import SCHEMAS
+from tests.pg import pg_server, pg_url, with_user  # noqa: F401
+
+PASSWORD = "s3cret-Pa55word"
+
+
+@pytest.fixture
+def backend(pg_url):
+    store = open_postgres(pg_url, "hash")
+    yield store
+    store.close()
+
+
+def recs(backend, schema, docs):
+    """Journal-style records for `docs` (embedded when the schema is searchable)."""
+    out = [{"id": d["id"], "doc": d, "size": len(orjson.dumps(d))} for d in docs]
+    if SCHEMAS[schema].indexed and out:
+        for rec, vec in zip(out, encode_vectors(backend.embed([SCHEMAS[schema].text(d) for d in docs])), strict=True):
+            rec["vec"] = vec
+    return out
+
+
+def put(backend, namespace, kind, docs, *scope, schema="entries"):
+    target = backend.scope(namespace, kind, *scope, schema=schema)
+    with backend.lock(namespace):
+        target.append({"op": "put", "recs": recs(backend, schema, docs)})
+    backend.after_write(target)
+    return target
+
+
+def entry(rid, content, **extra):
+    return {"id": rid, "content": content, "key": {"k": rid}, "tags": [], **extra}
+
+
+def ids(parts):
+    return [part.doc(i)["id"] for part in parts for i in range(len(part.rows))]
+
+
+def admin_sql(url, statement, params=()):
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description else None
+
+
+# -- opening and errors ------------------------------------------------------------------------
+
+
+def test_open_backend_selects_postgres_and_masks_the_password(pg_url):
+    url = with_user(pg_url, "postgres", PASSWORD)
+    store = open_backend(url, home=None)
+    try:
+        assert type(store).__name__ == "PostgresBackend"
+        assert PASSWORD not in store.url and "***" in store.url
+    finally:
+        store.close()
+
+
+def test_unreachable_server_is_one_retryable_line_without_the_password():
+    store = open_postgres(f"postgresql://someone:{PASSWORD}@127.0.0.1:1/nowhere?connect_timeout=3", "hash")
+    with pytest.raises(StoreUnavailable) as caught:
+        store.scope("ns", "kv").get("x", clock.now())
+    message = caught.value.message
+    assert caught.value.exit_code == 7 and caught.value.retryable
+    assert "\n" not in message and PASSWORD not in message and "127.0.0.1" in message
+    assert "***" in message  # the store is named, its password masked
+
+
+def test_wrong_password_is_refused_in_one_line(pg_server):
+    if not pg_server.require_passwords("mem_pw_role"):
+        pytest.skip("an existing server (MEM_TEST_PG_URL): its authentication is not ours to change")
+    admin_sql(pg_server.url, "DROP ROLE IF EXISTS mem_pw_role")
+    admin_sql(pg_server.url, f"CREATE ROLE mem_pw_role LOGIN PASSWORD '{PASSWORD}'")
+    name, url = pg_server.create_database(owner="mem_pw_role", extension=True)
+    try:
+        store = open_postgres(with_user(url, "mem_pw_role", "wrong-" + PASSWORD), "hash")
+        with pytest.raises(StoreUnavailable) as caught:
+            store.namespaces()
+        message = caught.value.message
+        assert "credentials" in message and not caught.value.retryable
+        assert "\n" not in message and "wrong-" not in message and PASSWORD not in message
+        good = open_postgres(with_user(url, "mem_pw_role", PASSWORD), "hash")  # the right one works
+        assert good.namespaces() == []
+        assert PASSWORD not in good.url
+        good.close()
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_missing_extension_names_the_sql_to_run(pg_server):
+    admin_sql(pg_server.url, "DROP ROLE IF EXISTS mem_plain_role")
+    admin_sql(pg_server.url, "CREATE ROLE mem_plain_role LOGIN NOSUPERUSER")
+    name, url = pg_server.create_database()  # owned by the admin, without pgvector
+    try:
+        admin_sql(url, "GRANT CREATE, USAGE ON SCHEMA public TO mem_plain_role")
+        store = open_postgres(with_user(url, "mem_plain_role", None), "hash")
+        with pytest.raises(StoreUnavailable) as caught:
+            store.namespaces()
+        message = caught.value.message
+        assert "CREATE EXTENSION vector;" in message and "superuser" in message and "\n" not in message
+        assert not admin_sql(url, "SELECT 1 FROM pg_tables WHERE tablename = 'mem_records'")  # nothing half made
+    finally:
+        pg_server.drop_database(name)
+
+
+def test_missing_database_is_named(pg_server):
+    url = with_user(pg_server.url, "postgres", PASSWORD).replace("/postgres?", "/mem_no_such_db?")
+    store = open_postgres(url, "hash")
+    with pytest.raises(StoreUnavailable) as caught:
+        store.namespaces()
+    assert "mem_no_such_db" in caught.value.message and "CREATE DATABASE" in caught.value.message
+    assert PASSWORD not in caught.value.message
+
+
+def test_missing_psycopg_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(StoreUnavailable) as caught:
+        open_postgres("postgresql://localhost/x")
+    assert "a2e-mem[postgres]" in caught.value.message
+
+
+def test_a_lost_connection_is_retryable_then_reconnected(pg_url):
+    for pooled in (False, True):
+        store = open_postgres(pg_url, "hash", pooled=pooled)
+        put(store, "ns", "kv", [{"id": "a", "v": 1}], schema="records")
+        admin_sql(
+            pg_url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()",
+        )
+        try:
+            found = store.scope("ns", "kv").get("a", clock.now())
+        except StoreUnavailable as exc:  # the single connection learns of it on use: one failure
+            assert exc.retryable and "\n" not in exc.message and not pooled
+            found = store.scope("ns", "kv").get("a", clock.now())
+        assert found == {"id": "a", "v": 1}
+        store.close()
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+def test_migrations_are_idempotent_and_safe_for_eight_processes_at_once(pg_url):
+    errors, stores = [], []
+    start = threading.Barrier(8)
+
+    def open_one(i):
+        try:
+            store = open_postgres(pg_url, "hash")
+            stores.append(store)
+            start.wait()
+            put(store, f"ns{i}", "kv", [{"id": "a", "n": i}], schema="records")
+        except Exception as exc:  # noqa: BLE001 - collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert admin_sql(pg_url, "SELECT version FROM mem_schema") == [(sch.VERSION,)]
+    again = open_postgres(pg_url, "hash")
+    assert again.namespaces() == [f"ns{i}" for i in range(8)]
+    for store in [*stores, again]:
+        store.close()
+
+
+def test_a_schema_newer_than_the_code_is_refused_and_reported(backend, pg_url):
+    backend.namespaces()
+    admin_sql(pg_url, "UPDATE mem_schema SET version = version + 1")
+    newer = open_postgres(pg_url, "hash")
+    with pytest.raises(StoreUnavailable, match="newer than this mem"):
+        newer.namespaces()
+    findings = open_postgres(pg_url, "hash").doctor()
+    assert len(findings) == 1 and findings[0]["where"] == "mem_schema"
+
+
+# -- write sections ----------------------------------------------------------------------------
+
+
+def test_lock_makes_read_modify_write_atomic_across_connections(pg_url):
+    stores = [open_postgres(pg_url, "hash"), open_postgres(pg_url, "hash", pooled=True)]
+    put(stores[0], "ns", "kv", [{"id": "counter", "n": 0}], schema="records")
+
+    def bump(store):
+        target = store.scope("ns", "kv")
+        for _ in range(200):
+            with store.lock("ns"):
+                doc = target.get("counter", clock.now())
+                doc = {"id": "counter", "n": doc["n"] + 1}
+                target.append({"op": "put", "recs": [{"id": "counter", "doc": doc, "size": 20}]})
+
+    threads = [threading.Thread(target=bump, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert stores[0].scope("ns", "kv").get("counter", clock.now())["n"] == 400
+    for store in stores:
+        store.close()
+
+
+def test_a_block_that_raises_writes_nothing_and_nested_locks_join(backend):
+    target = backend.scope("ns", "kv")
+    with pytest.raises(RuntimeError), backend.lock("ns"):
+        target.append({"op": "put", "recs": [{"id": "a", "doc": {"id": "a"}, "size": 10}]})
+        assert target.get("a", clock.now()) == {"id": "a"}  # the block reads its own write
+        raise RuntimeError("boom")
+    assert target.get("a", clock.now()) is None
+    assert backend.usage("ns", clock.now()) == (0, 0)
+    other = backend.scope("other", "kv")
+    with backend.lock("ns"), backend.lock("other"), backend.lock("ns"):
+        target.append({"op": "put", "recs": [{"id": "a", "doc": {"id": "a"}, "size": 10}]})
+        other.append({"op": "put", "recs": [{"id": "b", "doc": {"id": "b"}, "size": 10}]})
+    assert target.get("a", clock.now()) and other.get("b", clock.now())
+
+
+def test_read_only_refuses_the_lock(backend):
+    from store.errors import Unauthorized
+
+    backend.read_only = True
+    with pytest.raises(Unauthorized), backend.lock("ns"):
+        pass
+
+
+def test_hostile_names_are_data(backend, pg_url):
+    names = ["it's", 'say "hi"', "back\\slash", "'; drop table mem_records; --", "日本語 ✓", "%s %(x)s {}", "a\nb"]
+    for name in names:
+        docs = [{"id": name, "value": name, "tags": [name]}]
+        put(backend, name, name, docs, name, name, schema="records")
+    for name in names:
+        target = backend.scope(name, name, name, name)
+        assert target.get(name, clock.now()) == {"id": name, "value": name, "tags": [name]}
+        assert [s.descriptor["scope"] for s in backend.scopes(name)] == [[name, name]]
+        assert ids(target.search(clock.now(), Filters(tags=(name,)))) == [name]
+    assert sorted(backend.namespaces()) == sorted(names)
+    assert admin_sql(pg_url, "SELECT count(*) FROM mem_records") == [(len(names),)]
+    with pytest.raises(InvalidInput):
+        backend.lock("nul\x00name").__enter__()
+    with pytest.raises(InvalidInput):
+        backend.scope("", "kv")
+
+
+def test_records_come_back_exactly_as_written(backend, pg_url):
+    doc = {"id": "x", "zeta": 1, "alpha": {"b": 2.0, "a": 1e20}, "nul": "a\x00b", "big": 12345678901234567, "neg": -0.5}
+    put(backend, "ns", "json", [doc], schema="records")
+    back = backend.scope("ns", "json").get("x", clock.now())
+    assert orjson.dumps(back) == orjson.dumps(doc)  # key order, float spelling, NUL characters
+    assert list(back) == list(doc) and isinstance(back["alpha"]["a"], float)
+    assert admin_sql(pg_url, "SELECT doc ->> 'nul' FROM mem_records") == [("a\ufffdb",)]  # jsonb cannot hold NUL
+
+
+def test_the_system_namespace_is_kept_apart(backend):
+    put(backend, SYSTEM, "sessions", [{"id": "s1"}], schema="records")
+    assert backend.scope(SYSTEM, "sessions").get("s1", clock.now()) == {"id": "s1"}
+    assert backend.namespaces() == []
+    assert backend.stats() == []
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def test_get_many_docs_order_and_usage(backend):
+    docs = [{"id": f"r{i}", "n": i} for i in range(5)]
+    target = put(backend, "ns", "todo", docs, schema="records")
+    put(backend, "ns", "todo", [{"id": "r1", "n": 100}], schema="records")  # an update keeps its place
+    now = clock.now()
+    assert [d["n"] for d in target.docs(now)] == [0, 100, 2, 3, 4]
+    assert target.get_many(["r1", "r4", "nope"], now) == {"r1": {"id": "r1", "n": 100}, "r4": {"id": "r4", "n": 4}}
+    size = sum(len(orjson.dumps(d)) for d in [docs[0], {"id": "r1", "n": 100}, *docs[2:]])
+    assert target.usage(now) == (5, size) == backend.usage("ns", now)
+    with backend.lock("ns"):
+        target.append({"op": "del", "ids": ["r0", "r0", "missing"]})
+    assert target.usage(now)[0] == 4 and backend.usage("ns", now)[0] == 4
+
+
+def test_docs_pages_through_a_large_scope(backend, monkeypatch):
+    from store.backends.postgres import scope as pg_scope
+
+    monkeypatch.setattr(pg_scope, "PAGE", 7)
+    target = put(backend, "ns", "kv", [{"id": f"{i:03d}"} for i in range(30)], schema="records")
+    assert [d["id"] for d in target.docs(clock.now())] == [f"{i:03d}" for i in range(30)]
+
+
+# -- search ------------------------------------------------------------------------------------
+
+TEXTS = [
+    "the cat sat on the warm mat",
+    "dogs chase cats around the garden",
+    "quantum physics lecture notes on entanglement",
+    "a cat and a dog share a bowl",
+    "recipe for a warm lentil soup",
+    "the physics of cats landing on their feet",
+]
+
+
+def test_search_contract_and_parity_with_the_files_backend(backend):
+    docs = [entry(f"e{i}", text, tags=["even"] if i % 2 == 0 else []) for i, text in enumerate(TEXTS)]
+    target = put(backend, "ns", "semantic", docs)
+    now = clock.now()
+    query = "cat physics"
+    qvec = backend.embed([query])[0]
+    parts = target.search(now, Filters(), qvec, query, k=2)
+    assert sum(p.total for p in parts) == len(TEXTS)  # counted before any cut
+    relevance = {p.doc(i)["id"]: float(p.relevance[i]) for p in parts for i in range(len(p.rows))}
+    assert all(0.0 <= r <= 1.0 for r in relevance.values())
+    full = target.search(now, Filters(), qvec, query, k=2, exhaustive=True)
+    assert sorted(ids(full)) == sorted(d["id"] for d in docs)
+
+    # the files backend, given the same records, ranks them with the same relevance
+    from store.backends.files.search import Filters as FileFilters
+    from store.backends.files.search import search as files_search
+
+    shard = backend.memory_scope("entries")
+    shard.append({"op": "put", "recs": recs(backend, "entries", docs)})
+    expected = {}
+    for part in files_search(shard, now, FileFilters(), qvec, query, k=10, exhaustive=True):
+        for i in range(len(part.rows)):
+            expected[part.doc(i)["id"]] = float(part.relevance[i])
+    exhaustive = {p.doc(i)["id"]: float(p.relevance[i]) for p in full for i in range(len(p.rows))}
+    assert exhaustive.keys() == expected.keys()
+    for rid, value in expected.items():
+        assert exhaustive[rid] == pytest.approx(value, abs=2e-3), rid
+
+    tagged = target.search(now, Filters(tags=("even",)), qvec, query, k=1)
+    assert sum(p.total for p in tagged) == 3 and set(ids(tagged)) <= {"e0", "e2", "e4"}
+    only = target.search(now, Filters(ids=("e3", "nope")), qvec, query, k=5)
+    assert ids(only) == ["e3"] and only[0].total == 1
+
+
+def test_search_without_a_query_ranks_by_score(backend):
+    docs = [entry(f"e{i}", f"note {i}", score=s) for i, s in enumerate([0.2, 0.9, 0.5])]
+    target = put(backend, "ns", "semantic", docs)
+    (part,) = target.search(clock.now(), Filters())
+    assert part.total == 3 and np.all(part.relevance == 1.0)
+    assert [part.doc(int(i))["id"] for i in np.argsort(-part.rank)] == ["e1", "e2", "e0"]
+
+
+def test_index_path_agrees_with_exact_search(backend, monkeypatch):
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda", "theta", "zeta"]
+    rng = np.random.default_rng(7)
+    docs = [entry(f"e{i}", " ".join(rng.choice(words, 4))) for i in range(400)]
+    target = put(backend, "ns", "semantic", docs[:350])
+    put(backend, "ns", "episodic", docs[:50], "agent")  # another scope of the same table
+    assert backend.build_index(force=True)
+    put(backend, "ns", "semantic", docs[350:])  # written after the index: searched exactly
+    (row,) = [r for r in backend.stats("ns") if r["kind"] == "semantic"]
+    assert (row["indexed"], row["pending"]) == (350, 50)
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
+    now = clock.now()
+    hits = 0
+    for query in ["alpha beta", "omega sigma kappa", "theta", "zeta delta gamma"]:
+        qvec = backend.embed([query])[0]
+        (indexed,) = target.search(now, Filters(), qvec, query, k=10)
+        (exact,) = target.search(now, Filters(), qvec, query, k=10, exhaustive=True)
+        assert indexed.path == "index" and exact.path == "exact" and indexed.total == exact.total == 400
+        top = {exact.doc(int(i))["id"] for i in np.argsort(-exact.relevance, kind="stable")[:10]}
+        found = {indexed.doc(int(i))["id"] for i in np.argsort(-indexed.relevance, kind="stable")[:10]}
+        hits += len(top & found)
+    assert hits >= 0.9 * 40
+    # a scope too small a share of the table for the index: searched exactly
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 10)
+    monkeypatch.setattr(pg_search, "EF_MAX", 100)
+    small = backend.scope("ns", "episodic", "agent", schema="entries")
+    (part,) = small.search(now, Filters(), backend.embed(["alpha"])[0], "alpha", k=10)
+    assert part.path == "exact" and part.total == 50
+
+
+def test_query_vector_of_another_dimension_ranks_by_words(backend):
+    target = put(backend, "ns", "semantic", [entry("e0", "lentil soup"), entry("e1", "cat")])
+    (part,) = target.search(clock.now(), Filters(), np.ones(8, dtype=np.float32), "lentil", k=5)
+    scores = {part.doc(i)["id"]: part.relevance[i] for i in range(len(part.rows))}
+    assert scores["e0"] > 0 and scores["e1"] == 0
+
+
+# -- expiry, gc, stats, doctor -----------------------------------------------------------------
+
+
+def test_expired_records_are_hidden_then_purged(backend, pg_url):
+    now = clock.now()
+    docs = [entry("old", "cat", expires_at=now + 5), entry("new", "cat")]
+    target = put(backend, "ns", "semantic", docs)
+    clock.set_offset(10)
+    later = clock.now()
+    assert target.get("old", later) is None and target.get("new", later) is not None
+    assert [d["id"] for d in target.docs(later)] == ["new"]
+    assert ids(target.search(later, Filters())) == ["new"]
+    assert ids(target.search(later, Filters(), backend.embed(["cat"])[0], "cat")) == ["new"]
+    assert backend.usage("ns", later)[0] == 1 and target.usage(later)[0] == 1
+    (row,) = backend.stats("ns")
+    assert (row["entries"], row["expired"]) == (1, 1)
+    assert backend.checkpoint() == 2  # one scope purged, and the index built
+    assert admin_sql(pg_url, "SELECT id FROM mem_records") == [("new",)]
+    assert backend.usage("ns", later)[0] == 1
+    assert backend.doctor() == []  # the counters followed the purge
+
+
+def test_doctor_finds_and_repairs_drifted_statistics(backend, pg_url):
+    put(backend, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(4)])
+    assert backend.doctor() == []
+    admin_sql(pg_url, "UPDATE mem_usage SET entries = entries + 3")
+    admin_sql(pg_url, "UPDATE mem_scopes SET n_docs = 99")
+    admin_sql(pg_url, "DELETE FROM mem_terms WHERE term = 'cat'")
+    findings = backend.doctor()
+    where = sorted(f["where"] for f in findings)
+    assert where == ["mem_scopes[ns/semantic]", "mem_terms[ns/semantic]", "mem_usage[ns]"]
+    assert all(not f["fixed"] for f in findings)
+    assert all(f["fixed"] for f in backend.doctor(repair=True))
+    assert backend.doctor() == []
+    assert PASSWORD not in str(findings)
+
+
+def test_doctor_reports_an_unreachable_store_as_a_finding():
+    store = open_postgres(f"postgresql://u:{PASSWORD}@127.0.0.1:1/db?connect_timeout=3", "hash")
+    (finding,) = store.doctor()
+    assert PASSWORD not in str(finding) and "***" in finding["where"]
+
+
+def test_delete_namespace_and_drop_scope(backend):
+    put(backend, "ns", "kv", [{"id": "a"}], schema="records")
+    put(backend, "ns", "working", [entry("w", "scratch")], "session-1")
+    backend.drop_scope("ns", "working", "session-1")
+    assert [s.kind for s in backend.scopes("ns")] == ["kv"]
+    assert backend.usage("ns", clock.now())[0] == 1
+    assert backend.delete_namespace("ns") == {"namespace": "ns", "deleted": True}
+    assert backend.namespaces() == [] and backend.scopes("ns") == []
+    with pytest.raises(NotFound):
+        backend.delete_namespace("ns")
+
+
+def test_reindex_changes_the_dimension_and_other_processes_notice(backend, pg_url):
+    docs = [entry(f"e{i}", text) for i, text in enumerate(TEXTS)]
+    target = put(backend, "ns", "semantic", docs)
+    other = open_postgres(pg_url, None)
+    assert other.recorded_embedder() == {"embedder": "hash", "dim": 64}
+    epoch = other.epoch
+    result = backend.reindex("hash:32")
+    assert result == {"embedder": "hash:32", "dim": 32, "shards": 1, "entries": len(TEXTS)}
+    assert admin_sql(pg_url, "SELECT DISTINCT vector_dims(vec) FROM mem_records") == [(32,)]
+    with other.lock("ns"):  # a writer's lock entry reads the embedder again
+        pass
+    assert other.epoch == epoch + 1 and other.recorded_embedder()["dim"] == 32
+    query = "cat physics"
+    parts = target.search(clock.now(), Filters(), get_embedder("hash:32").embed([query])[0], query, k=3)
+    assert max(parts[0].vector) > 0.1 and parts[0].total == len(TEXTS)
+    assert backend.doctor() == []
+    other.close()
+
+
+def test_concurrent_bulk_puts_keep_the_statistics_exact(pg_url):
+    stores = [open_postgres(pg_url, "hash") for _ in range(3)]
+
+    def write(i, store):
+        for batch in range(5):
+            docs = [entry(f"e{(i * 7 + batch * 3 + j) % 40}", TEXTS[(i + j) % 6]) for j in range(10)]
+            put(store, "ns", "semantic", docs)
+
+    threads = [threading.Thread(target=write, args=(i, s)) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert stores[0].doctor() == []
+    for store in stores:
+        store.close()
+
+
+def test_the_vector_column_and_its_index_come_with_the_first_vectors(backend, pg_url):
+    column = "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'mem_records'::regclass AND attname = 'vec'"
+    indexes = "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'mem_records_vec%%' ORDER BY 1"
+    put(backend, "ns", "kv", [{"id": "a"}], schema="records")
+    assert backend.recorded_embedder() is None and admin_sql(pg_url, column) == [(-1,)]
+    put(backend, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(3)])
+    assert admin_sql(pg_url, column) == [(64,)] and admin_sql(pg_url, indexes) == []  # a write never waits for HNSW
+    assert backend.checkpoint() == 1  # `mem gc` builds the index of the rows written so far
+    (name,) = admin_sql(pg_url, indexes)[0]
+    put(backend, "ns", "semantic", [entry("e9", "late")])
+    assert backend.build_index(force=True)  # a newer watermark replaces the index
+    assert admin_sql(pg_url, indexes) != [(name,)] and len(admin_sql(pg_url, indexes)) == 1
+    (row,) = [r for r in backend.stats("ns") if r["kind"] == "semantic"]
+    assert (row["indexed"], row["pending"]) == (4, 0)
+    assert backend.doctor() == []
