@@ -300,25 +300,25 @@ class PostgresBackend(Backend):
 
     def namespaces(self) -> list[str]:
         with self.db.connection() as conn:
-            rows = conn.execute("SELECT namespace FROM mem_usage WHERE namespace <> '' ORDER BY namespace").fetchall()
+            rows = conn.execute(  # with records even if their counter row was deleted by hand
+                "SELECT namespace FROM mem_usage WHERE namespace <> '' UNION "
+                "SELECT DISTINCT namespace FROM mem_records WHERE namespace <> '' ORDER BY namespace"
+            ).fetchall()
         return [r[0] for r in rows]
 
     def scopes(self, namespace: str) -> list[Scope]:
-        from .scope import PgScope
+        from .scope import scopes_of
 
-        with self.db.connection() as conn:
-            rows = conn.execute(
-                "SELECT kind, scope, schema FROM mem_scopes WHERE namespace = %s ORDER BY kind, scope",
-                [sch.db_name(namespace)],
-            ).fetchall()
-        return [PgScope(self, namespace, kind, list(scope), schema) for kind, scope, schema in rows]
+        return scopes_of(self, namespace)
 
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
         """The live counters minus the records past their expiry that no purge removed yet."""
         with self.db.connection() as conn:
             row = conn.execute(
-                "SELECT coalesce((SELECT entries FROM mem_usage WHERE namespace = %(ns)s), 0), "
-                "coalesce((SELECT bytes FROM mem_usage WHERE namespace = %(ns)s), 0), count(*), "
+                "SELECT coalesce((SELECT entries FROM mem_usage WHERE namespace = %(ns)s), "  # no row: a count
+                "(SELECT count(*) FROM mem_records WHERE namespace = %(ns)s)), coalesce((SELECT bytes FROM mem_usage "
+                "WHERE namespace = %(ns)s), (SELECT sum(size) FROM mem_records WHERE namespace = %(ns)s), 0), "
+                "count(*), "
                 "coalesce(sum(size), 0) FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s",
                 {"ns": sch.db_name(namespace), "now": now},
             ).fetchone()
@@ -348,7 +348,9 @@ class PostgresBackend(Backend):
         names = [namespace] if namespace is not None else self.namespaces()
         for name in names:
             for scope in self.scopes(name):
-                yield scope.descriptor, list(scope.docs(now))
+                docs = list(scope.docs(now))
+                damaged += scope.damaged  # type: ignore[attr-defined]  # rows skipped as unreadable
+                yield scope.descriptor, docs
 
     def stats(self, namespace: str | None = None) -> list[dict[str, Any]]:
         from . import maintenance

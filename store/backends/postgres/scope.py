@@ -24,8 +24,10 @@ import numpy as np
 import orjson
 
 from ...embed import decode_vector
-from ...errors import InvalidInput
+from ...errors import Damaged, InvalidInput
+from ...kinds import schema_of
 from ...lexical import terms
+from ...log import logger
 from ...schemas import SCHEMAS
 from ..base import Candidates, Doc, Filters, Op, Scope
 from .schema import db_name, user_name
@@ -50,8 +52,26 @@ def number(value: Any, default: float | None) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
-def load(raw: str) -> Doc:
-    return orjson.loads(raw)
+def load(raw: str, where: str = "mem_records") -> Doc:
+    """A row's `raw` as a record; `Damaged` naming the row when it is not JSON (edited by hand:
+    `mem doctor --repair` restores it from the `doc` copy)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise Damaged(f"{where}: raw is not JSON: run `mem doctor --repair`", {"where": where}) from None
+
+
+def scopes_of(backend: Any, namespace: str) -> list[Scope]:
+    """The scopes of a namespace: those with statistics and those with records (a deleted
+    `mem_scopes` row must not hide its records; its schema is then the kind's)."""
+    with backend.db.connection() as conn:
+        rows = conn.execute(
+            "SELECT kind, scope, max(schema) FROM (SELECT kind, scope, schema FROM mem_scopes WHERE namespace = %(ns)s "
+            "UNION SELECT DISTINCT kind, scope, NULL FROM mem_records WHERE namespace = %(ns)s) s "
+            "GROUP BY kind, scope ORDER BY kind, scope",
+            {"ns": db_name(namespace)},
+        ).fetchall()
+    return [PgScope(backend, namespace, kind, list(scope), schema or schema_of(kind)) for kind, scope, schema in rows]
 
 
 class PgScope(Scope):
@@ -60,6 +80,22 @@ class PgScope(Scope):
         self.schema = SCHEMAS[schema]
         self.descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope), "schema": schema}
         self.key: dict[str, Any] = {"ns": db_name(namespace), "kind": kind, "scope": list(scope)}
+        self.damaged: list[str] = []  # rows whose raw could not be read (an export names them)
+
+    def _where(self, rid: str) -> str:
+        """The row, as a damage report names it."""
+        row = (user_name(self.key["ns"]), self.key["kind"], "/".join(self.key["scope"]), rid)
+        return f"mem_records row (namespace, kind, scope, id) = {row!r}"
+
+    def _readable(self, rid: str, raw: str) -> Doc | None:
+        """The record of a row, or None for a damaged one, skipped with a warning as the files
+        backend skips a damaged journal line: the other records still read."""
+        try:
+            return load(raw, self._where(rid))
+        except Damaged as exc:
+            logger("postgres").warning("%s", exc.message)
+            self.damaged.append(exc.message)
+            return None
 
     @property  # the store's dimension as of now (a reindex may change it)
     def dim(self) -> int:  # type: ignore[override]
@@ -75,7 +111,7 @@ class PgScope(Scope):
         if "\x00" in rid:  # text cannot hold NUL, so no record has such an id (writes refuse it)
             return None
         rows = self._run(f"SELECT raw FROM mem_records WHERE {KEY} AND id = %(id)s AND {LIVE}", {"id": rid, "now": now})
-        return load(rows[0][0]) if rows else None
+        return self._readable(rid, rows[0][0]) if rows else None
 
     def get_many(self, rids: list[str], now: float) -> dict[str, Doc]:
         rids = [rid for rid in rids if "\x00" not in rid]  # as in `get`
@@ -85,30 +121,38 @@ class PgScope(Scope):
             f"SELECT r.id, r.raw FROM {by_ids('id, raw, expires_at')} WHERE {LIVE}",
             {"ids": list(rids), "now": now},
         )
-        return {rid: load(raw) for rid, raw in rows}
+        found = {rid: self._readable(rid, raw) for rid, raw in rows}
+        return {rid: doc for rid, doc in found.items() if doc is not None}
 
     def docs(self, now: float) -> Iterator[Doc]:
         """Every live record in write order, a page at a time (no connection is held between pages)."""
         last = -1
         while True:
             rows = self._run(
-                f"SELECT seq, raw FROM mem_records WHERE {KEY} AND seq > %(last)s AND {LIVE} ORDER BY seq LIMIT {PAGE}",
+                f"SELECT seq, id, raw FROM mem_records WHERE {KEY} AND seq > %(last)s AND {LIVE} "
+                f"ORDER BY seq LIMIT {PAGE}",
                 {"last": last, "now": now},
             )
-            for seq, raw in rows:
-                yield load(raw)
+            for seq, rid, raw in rows:
+                doc = self._readable(rid, raw)
+                if doc is not None:
+                    yield doc
                 last = seq
             if len(rows) < PAGE:
                 return
 
     def last(self, now: float) -> Doc | None:
-        rows = self._run(f"SELECT raw FROM mem_records WHERE {KEY} AND {LIVE} ORDER BY seq DESC LIMIT 1", {"now": now})
-        return load(rows[0][0]) if rows else None
+        rows = self._run(
+            f"SELECT id, raw FROM mem_records WHERE {KEY} AND {LIVE} ORDER BY seq DESC LIMIT 1", {"now": now}
+        )
+        return load(rows[0][1], self._where(rows[0][0])) if rows else None
 
     def usage(self, now: float) -> tuple[int, int]:
+        # without its statistics row (deleted by hand) the scope is counted from its rows
         rows = self._run(
-            "SELECT coalesce((SELECT n_docs FROM mem_scopes WHERE " + KEY + "), 0), "
-            "coalesce((SELECT bytes FROM mem_scopes WHERE " + KEY + "), 0), count(*), coalesce(sum(size), 0) "
+            "SELECT coalesce((SELECT n_docs FROM mem_scopes WHERE " + KEY + "), (SELECT count(*) FROM mem_records "
+            "WHERE " + KEY + ")), coalesce((SELECT bytes FROM mem_scopes WHERE " + KEY + "), (SELECT sum(size) FROM "
+            "mem_records WHERE " + KEY + "), 0), count(*), coalesce(sum(size), 0) "
             "FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s AND kind = %(kind)s "
             "AND scope = %(scope)s::text[]",
             {"now": now},
@@ -117,11 +161,12 @@ class PgScope(Scope):
         return int(n) - int(gone), int(size) - int(gone_size)
 
     def load_docs(self, seqs: list[int]) -> dict[int, Doc]:
-        """Records by their `seq` (for search results)."""
+        """Records by their `seq` (for search results; a damaged row found by a search is named
+        by `Damaged`: its rank cannot be dropped from a result already cut)."""
         rows = self._run(
-            f"SELECT seq, raw FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])", {"seqs": seqs}
+            f"SELECT seq, id, raw FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])", {"seqs": seqs}
         )
-        return {seq: load(raw) for seq, raw in rows}
+        return {seq: load(raw, self._where(rid)) for seq, rid, raw in rows}
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -270,13 +315,13 @@ def _apply(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta])
     entries = size = 0
     for (kind, scope), delta in deltas.items():
         key = {"ns": ns, "kind": kind, "scope": list(scope)}
+        values = {**key, "schema": delta.schema, "n": delta.n_docs, "len": delta.total_len, "bytes": delta.bytes}
         conn.execute(
-            "INSERT INTO mem_scopes (namespace, kind, scope, schema, n_docs, total_len, bytes) "
-            "VALUES (%(ns)s, %(kind)s, %(scope)s::text[], %(schema)s, %(n)s, %(len)s, %(bytes)s) "
-            "ON CONFLICT (namespace, kind, scope) DO UPDATE SET n_docs = mem_scopes.n_docs + EXCLUDED.n_docs, "
-            "total_len = mem_scopes.total_len + EXCLUDED.total_len, bytes = mem_scopes.bytes + EXCLUDED.bytes",
-            {**key, "schema": delta.schema, "n": delta.n_docs, "len": delta.total_len, "bytes": delta.bytes},
+            f"UPDATE mem_scopes SET n_docs = n_docs + %(n)s, total_len = total_len + %(len)s, "
+            f"bytes = bytes + %(bytes)s WHERE {KEY}",
+            values,
         )
+        conn.execute(SCOPE_RECOUNT, values)
         changed = {t: n for t, n in delta.df.items() if n}
         if changed:
             conn.execute(
@@ -293,8 +338,23 @@ def _apply(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta])
                 )
         entries += delta.n_docs
         size += delta.bytes
+    values = {"ns": ns, "n": entries, "bytes": size}
     conn.execute(
-        "INSERT INTO mem_usage (namespace, entries, bytes) VALUES (%s, %s, %s) ON CONFLICT (namespace) "
-        "DO UPDATE SET entries = mem_usage.entries + EXCLUDED.entries, bytes = mem_usage.bytes + EXCLUDED.bytes",
-        [ns, entries, size],
+        "UPDATE mem_usage SET entries = entries + %(n)s, bytes = bytes + %(bytes)s WHERE namespace = %(ns)s", values
     )
+    conn.execute(USAGE_RECOUNT, values)
+
+
+# A missing statistics row (the first write, or one deleted by hand) is made from a count of the
+# rows, this write's included: adding the write's delta to nothing would count the write alone
+# (and lift `max_entries`). WHERE's NOT EXISTS, checked once, spares the count when the row
+# exists; HAVING's drops the one row an aggregate gives even then.
+SCOPE_RECOUNT = f"""INSERT INTO mem_scopes (namespace, kind, scope, schema, n_docs, total_len, bytes)
+SELECT %(ns)s, %(kind)s, %(scope)s::text[], %(schema)s, count(*), coalesce(sum(cardinality(terms)), 0),
+       coalesce(sum(size), 0)
+FROM mem_records WHERE {KEY} AND NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})
+HAVING NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})"""
+USAGE_RECOUNT = """INSERT INTO mem_usage (namespace, entries, bytes)
+SELECT %(ns)s, count(*), coalesce(sum(size), 0)
+FROM mem_records WHERE namespace = %(ns)s AND NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s)
+HAVING NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s)"""

@@ -45,8 +45,13 @@ EF_MIN, EF_MAX = 200, 1000  # hnsw.ef_search bounds (pgvector refuses more than 
 EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more
 LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by BM25 (each read costs ~10 us)
 
+# a row's cosine distance; a vector of another dimension than the query's (left by hand in a
+# loosened column, or by another process's reindex) counts as no vector rather than failing
+DISTANCE = "CASE WHEN vector_dims(vec) = %(dim)s THEN vec <=> %(q)b END"
+ROWS = "(SELECT count(*) FROM mem_records WHERE " + KEY + ")"
+LENGTH = "(SELECT coalesce(sum(cardinality(terms)), 0) FROM mem_records WHERE " + KEY + ")"
 SCORE_COLUMNS = (
-    "seq, vec <=> %(q)b, updated_at, cardinality(terms), "
+    f"seq, {DISTANCE}, updated_at, cardinality(terms), "
     "CASE WHEN terms && %(qt)s::text[] THEN ARRAY(SELECT x FROM unnest(terms) x WHERE x = ANY(%(qt)s::text[])) END"
 )
 
@@ -70,8 +75,11 @@ def search(
     if not dim or len(qvec) != dim:  # another process's reindex changed the embedder: words only
         qvec = np.zeros(max(dim, 1), dtype=np.float32)
     qvec = np.asarray(qvec, dtype=np.float32)
-    params.update(q=qvec, qt=qterms)
-    n_docs, total_len, dfs, total, table_rows, index = _statistics(scope, where, params, filters)
+    params.update(q=qvec, qt=qterms, dim=len(qvec))
+    n_docs, total_len, dfs, total, table_rows, index, recorded = _statistics(scope, where, params, filters)
+    if recorded and int(recorded["dim"]) != len(qvec) and np.any(qvec):
+        qvec = _after_reindex(scope)
+        params.update(q=qvec, dim=len(qvec))
     if total <= 0:
         return []
     weights = {t: idf(max(n_docs, 1), df) for t, df in zip(qterms, dfs, strict=True)}
@@ -87,6 +95,18 @@ def search(
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
         path = "exact"
     return [_scored(scope, rows, weights, avgdl, total, path)]
+
+
+def _after_reindex(scope: PgScope) -> np.ndarray:
+    """The query vector was made for another dimension than the store now records: another
+    process reindexed it. Re-read the record; a process told to use another embedder gets the
+    `StoreMismatch` naming `mem reindex` (from `backend.embedder`), any other searches by words
+    (a zero vector), as the files backend does, until its next query embeds with the new one."""
+    backend = scope.backend
+    backend.refresh(force=True)
+    dim = backend.current_dim()
+    backend.embedder  # noqa: B018 (raises StoreMismatch when this process may not switch)
+    return np.zeros(max(dim, 1), dtype=np.float32)
 
 
 @lru_cache(maxsize=64)
@@ -130,40 +150,42 @@ def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candid
 
 def _statistics(
     scope: PgScope, where: str, params: dict[str, Any], filters: Filters
-) -> tuple[int, float, list[int], int, int, dict | None]:
+) -> tuple[int, float, list[int], int, int, dict | None, dict | None]:
     """The scope's rows and total length, each query term's document frequency, the rows passing
-    the filters, the table's rows and the HNSW index's watermark: one round trip. Without
-    filters the count comes from the statistics (minus the expired rows, found by the expiry
-    index), not from a scan."""
+    the filters, the table's rows, the HNSW index's watermark and the recorded embedder: one
+    round trip. Without filters the count comes from the statistics (minus the expired rows,
+    found by the expiry index), not from a scan; a scope whose statistics row is missing
+    (deleted by hand: `mem doctor --repair` recounts) is counted from its rows."""
     if filters.tags or filters.ids is not None:
         total = f"(SELECT count(*) FROM mem_records WHERE {where})"
     else:
         total = (
-            "coalesce(s.n_docs, 0) - (SELECT count(*) FROM mem_records WHERE namespace = %(ns)s AND "
+            f"coalesce(s.n_docs, {ROWS}) - (SELECT count(*) FROM mem_records WHERE namespace = %(ns)s AND "
             "expires_at <= %(now)s AND kind = %(kind)s AND scope = %(scope)s::text[])"
         )
     sql = f"""
-        SELECT coalesce(s.n_docs, 0), coalesce(s.total_len, 0),
+        SELECT coalesce(s.n_docs, {ROWS}), coalesce(s.total_len, {LENGTH}),
                ARRAY(SELECT coalesce(t.df, 0) FROM unnest(%(qt)s::text[]) WITH ORDINALITY AS q(term, i)
                      LEFT JOIN mem_terms t ON t.namespace = %(ns)s AND t.kind = %(kind)s
                           AND t.scope = %(scope)s::text[] AND t.term = q.term ORDER BY q.i),
                {total},
                (SELECT coalesce(sum(entries), 0) FROM mem_usage),
-               (SELECT value FROM mem_meta WHERE key = 'vector_index')
+               (SELECT value FROM mem_meta WHERE key = 'vector_index'),
+               (SELECT value FROM mem_meta WHERE key = 'embedder')
         FROM (SELECT 1) AS one
         LEFT JOIN mem_scopes s ON s.namespace = %(ns)s AND s.kind = %(kind)s AND s.scope = %(scope)s::text[]
     """
-    n_docs, total_len, dfs, count, table_rows, index = _run(scope, sql, params)[0]
-    return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index
+    n_docs, total_len, dfs, count, table_rows, index, recorded = _run(scope, sql, params)[0]
+    return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index, recorded
 
 
 def _exact_rows(scope: PgScope, where: str, params: dict[str, Any], fetch: int, exhaustive: bool) -> list[tuple]:
     if exhaustive:
         return _run(scope, f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where}", params)
-    # `+ 0`: an ordering the HNSW index cannot give, so every filtered row's cosine is computed
+    # DISTANCE is an ordering the HNSW index cannot give, so every filtered row's cosine is computed
     sql = (
         f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} AND (terms && %(qt)s::text[] OR seq IN "
-        f"(SELECT seq FROM mem_records WHERE {where} ORDER BY (vec <=> %(q)b) + 0 LIMIT %(fetch)s))"
+        f"(SELECT seq FROM mem_records WHERE {where} ORDER BY {DISTANCE} LIMIT %(fetch)s))"
     )
     return _run(scope, sql, {**params, "fetch": fetch})
 
@@ -196,7 +218,7 @@ def _index_rows(
         "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
     ).format(upto=watermark)
     recent_sql = sql.SQL(
-        "SELECT seq FROM mem_records WHERE " + where + " AND seq > {upto} ORDER BY (vec <=> %(q)b) + 0 LIMIT %(fetch)s"
+        "SELECT seq FROM mem_records WHERE " + where + " AND seq > {upto} ORDER BY " + DISTANCE + " LIMIT %(fetch)s"
     ).format(upto=watermark)
     with scope.backend.db.connection() as conn:
         with conn.pipeline():
