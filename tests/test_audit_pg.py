@@ -422,8 +422,10 @@ def test_finding_a_garbled_raw_is_named_by_doctor_and_repaired(url, tmp_path):
     doctor = mem(url, tmp_path, "doctor")
     assert doctor.returncode == 1 and b"mem_records" in doctor.stdout + doctor.stderr, doctor.stderr
     repair = mem(url, tmp_path, "doctor", "--repair")
-    assert repair.returncode == 1  # the record is lost and says so
-    assert b"gamma delta" in mem(url, tmp_path, "retrieve", "-n", "ns").stdout
+    assert repair.returncode == 0 and b"restored raw from doc" in repair.stdout, repair  # doc was intact: none lost
+    restored = mem(url, tmp_path, "retrieve", "-n", "ns").stdout
+    assert b"gamma delta" in restored and b"alpha beta" in restored
+    assert mem(url, tmp_path, "doctor").returncode == 0
 
 
 # FINDING F1b (high): the README promises "mem export on a damaged store writes every record it

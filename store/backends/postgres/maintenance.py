@@ -49,7 +49,8 @@ def stats(backend: Any, namespace: str | None = None) -> list[dict[str, Any]]:
                count(r.id) FILTER (WHERE r.expires_at <= %(now)s),
                count(r.vec) FILTER (WHERE r.seq <= %(upto)s),
                count(r.vec) FILTER (WHERE r.seq > %(upto)s)
-        FROM mem_scopes s
+        FROM (SELECT namespace, kind, scope FROM mem_scopes UNION  -- a scope without its statistics row too
+              SELECT DISTINCT namespace, kind, scope FROM mem_records) s
         LEFT JOIN mem_records r ON r.namespace = s.namespace AND r.kind = s.kind AND r.scope = s.scope
         WHERE {where}
         GROUP BY s.namespace, s.kind, s.scope
@@ -220,7 +221,7 @@ def doctor(backend: Any, repair: bool = False) -> list[Finding]:
     for name in names:
 
         def check(conn: Any, name: str = name) -> list[Finding]:
-            return _check_counts(conn, name, repair)
+            return _check_rows(conn, name, repair) + _check_counts(conn, name, repair)
 
         findings += locked(backend, sch.user_name(name), check)
     return findings
@@ -344,9 +345,10 @@ def _check_counts(conn: Any, ns: str, repair: bool) -> list[Finding]:
     done = "recounted" if repair else REPAIR
     entries, size, n, n_bytes = conn.execute(RECOUNT_USAGE, params).fetchone()
     if (entries, size) != (n, n_bytes) and not (entries is None and n == 0):
+        counted = "has no counter row" if entries is None else f"counts {entries} records and {size} bytes"
         findings.append(_finding(
             f"mem_usage[{sch.user_name(ns) if ns else '(system)'}]",
-            f"counts {entries} records and {size} bytes; the table holds {n} and {n_bytes}", done, repair,
+            f"{counted}; the table holds {n} records and {n_bytes} bytes", done, repair,
         ))  # fmt: skip
     for kind, scope, n_docs, total_len, nbytes, c_n, c_len, c_bytes in conn.execute(RECOUNT_SCOPES, params).fetchall():
         findings.append(_finding(
@@ -360,6 +362,44 @@ def _check_counts(conn: Any, ns: str, repair: bool) -> list[Finding]:
         ))  # fmt: skip
     if findings and repair:
         _recount(conn, ns)
+    return findings
+
+
+# A row's `raw` (what reads return) must be a JSON object, and `doc` (the jsonb copy SQL users
+# and tools read) the same record. `IS JSON` is PostgreSQL 16's; the CASE keeps the cast from
+# ever seeing a garbled raw (SQL does not promise the order of an AND).
+NOT_JSON = "raw IS NOT JSON OBJECT"
+DOC_DIFFERS = "CASE WHEN raw IS JSON OBJECT THEN doc <> replace(raw, '\\u0000', '\\ufffd')::jsonb END"
+ROW_CHECKS = [
+    (NOT_JSON, "raw is not a JSON object (reads skip it)", "SET raw = doc::text, size = octet_length(doc::text)",
+     "restored raw from doc"),
+    (DOC_DIFFERS, "doc (the jsonb copy) differs from raw (the record reads return)",
+     "SET doc = replace(raw, '\\u0000', '\\ufffd')::jsonb", "rewrote doc from raw"),
+]  # fmt: skip
+
+
+def _check_rows(conn: Any, ns: str, repair: bool) -> list[Finding]:
+    """Rows of namespace `ns` whose raw is not JSON (edited by hand), or whose doc disagrees with
+    raw; `repair` restores raw from doc (nothing is lost unless doc shows a NUL as U+FFFD), then
+    doc from raw. Each row is named. Needs PostgreSQL 16 (older servers skip the check)."""
+    if conn.info.server_version < 160000:
+        return []
+    findings = []
+    for condition, problem, fix, fixed in ROW_CHECKS:
+        where = f"namespace = %(ns)s AND {condition}"
+        rows = conn.execute(
+            f"SELECT kind, scope, id, strpos(doc::text, U&'\\FFFD') > 0 FROM mem_records WHERE {where} "
+            "ORDER BY kind, scope, id",
+            {"ns": ns},
+        ).fetchall()
+        for kind, scope, rid, replaced in rows:
+            finding = _finding(
+                f"mem_records[{_label(ns, kind, scope)}] id {rid!r}", problem, fixed if repair else REPAIR, repair
+            )
+            finding["lost"] = int(repair and condition == NOT_JSON and replaced)  # a NUL, or a real U+FFFD
+            findings.append(finding)
+        if rows and repair:
+            conn.execute(f"UPDATE mem_records {fix} WHERE {where}", {"ns": ns})
     return findings
 
 
