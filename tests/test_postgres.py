@@ -516,7 +516,7 @@ def test_sql_bm25_leaders_rank_as_the_python_formula(db):
     target = put(db, "ns", "semantic", docs)
     query = ["cat", "physic", "warm"]
     where, params = pg_search._where(target, clock.now(), Filters())
-    n_docs, total_len, dfs, _, _, _ = pg_search._statistics(
+    n_docs, total_len, dfs, _, _, _, _ = pg_search._statistics(
         target, where, {**params, "qt": query, "q": None}, Filters()
     )
     weights = {t: idf(n_docs, df) for t, df in zip(query, dfs, strict=True)}
