@@ -436,6 +436,18 @@ def test_doctor_finds_and_repairs_drifted_statistics(db, pg_url):
     assert PASSWORD not in str(findings)
 
 
+def test_a_write_after_a_deleted_statistics_row_counts_the_table(db, pg_url):
+    put(db, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(2)])
+    admin_sql(pg_url, "DELETE FROM mem_scopes")
+    admin_sql(pg_url, "DELETE FROM mem_usage")
+    assert db.usage("ns", clock.now())[0] == 2  # counted from the rows, not read as zero
+    assert [s.kind for s in db.scopes("ns")] == ["semantic"]
+    put(db, "ns", "semantic", [entry("e2", TEXTS[2])])
+    assert admin_sql(pg_url, "SELECT n_docs FROM mem_scopes") == [(3,)]
+    assert admin_sql(pg_url, "SELECT entries FROM mem_usage") == [(3,)]
+    assert db.doctor() == []
+
+
 def test_doctor_reports_an_unreachable_store_as_a_finding():
     store = open_postgres(f"postgresql://u:{PASSWORD}@127.0.0.1:1/db?connect_timeout=3", "hash")
     (finding,) = store.doctor()

@@ -371,7 +371,8 @@ def _check_counts(conn: Any, ns: str, repair: bool) -> list[Finding]:
 NOT_JSON = "raw IS NOT JSON OBJECT"
 DOC_DIFFERS = "CASE WHEN raw IS JSON OBJECT THEN doc <> replace(raw, '\\u0000', '\\ufffd')::jsonb END"
 ROW_CHECKS = [
-    (NOT_JSON, "raw is not a JSON object (reads skip it)", "SET raw = doc::text, size = octet_length(doc::text)",
+    (NOT_JSON, "raw is not a JSON object (listings and exports skip it; a search meeting it fails naming it)",
+     "SET raw = doc::text, size = octet_length(doc::text)",
      "restored raw from doc"),
     (DOC_DIFFERS, "doc (the jsonb copy) differs from raw (the record reads return)",
      "SET doc = replace(raw, '\\u0000', '\\ufffd')::jsonb", "rewrote doc from raw"),
