@@ -280,10 +280,11 @@ def _check_vectors(backend: Any, repair: bool) -> list[Finding]:
         findings.append(_finding("mem_records.vec", problem, "rebuilt" if repair else REPAIR, repair))
     with backend.db.connection() as conn:
         rows = conn.execute(
-            "SELECT r.namespace, r.kind, r.scope, count(*) FROM mem_records r JOIN mem_scopes s ON "
-            "s.namespace = r.namespace AND s.kind = r.kind AND s.scope = r.scope "
-            "WHERE r.vec IS NULL AND s.schema = ANY(%s::text[]) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
-            [INDEXED],
+            "SELECT r.namespace, r.kind, r.scope, count(*) FROM mem_records r LEFT JOIN mem_scopes s ON "
+            "s.namespace = r.namespace AND s.kind = r.kind AND s.scope = r.scope "  # the row may be missing
+            "WHERE r.vec IS NULL AND coalesce(s.schema, %s::jsonb ->> r.kind, 'records') = ANY(%s::text[]) "
+            "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+            [orjson.dumps(SCHEMA_OF).decode(), INDEXED],
         ).fetchall()
     for ns, kind, scope, count in rows:
         where = f"mem_records[{_label(ns, kind, scope)}]"
@@ -302,9 +303,10 @@ def _check_vectors(backend: Any, repair: bool) -> list[Finding]:
 
 def _schema_of(backend: Any, ns: str, kind: str, scope: list[str]) -> str:
     with backend.db.connection() as conn:
-        return conn.execute(
+        row = conn.execute(
             "SELECT schema FROM mem_scopes WHERE namespace = %s AND kind = %s AND scope = %s::text[]", [ns, kind, scope]
-        ).fetchone()[0]
+        ).fetchone()
+    return row[0] if row else SCHEMA_OF.get(kind, "records")  # a deleted statistics row: the kind's
 
 
 def _label(ns: str, kind: str, scope: list[str]) -> str:
@@ -351,10 +353,12 @@ def _check_counts(conn: Any, ns: str, repair: bool) -> list[Finding]:
             f"{counted}; the table holds {n} records and {n_bytes} bytes", done, repair,
         ))  # fmt: skip
     for kind, scope, n_docs, total_len, nbytes, c_n, c_len, c_bytes in conn.execute(RECOUNT_SCOPES, params).fetchall():
+        said = f"BM25 statistics say {n_docs} records, {total_len} terms, {nbytes} bytes"
+        if n_docs is None:  # the row was deleted
+            said = "no BM25 statistics row"
         findings.append(_finding(
             f"mem_scopes[{_label(ns, kind, scope)}]",
-            f"BM25 statistics say {n_docs} records, {total_len} terms, {nbytes} bytes; the table holds {c_n}, "
-            f"{c_len}, {c_bytes}", done, repair,
+            f"{said}; the table holds {c_n} records, {c_len} terms, {c_bytes} bytes", done, repair,
         ))  # fmt: skip
     for kind, scope, wrong in conn.execute(RECOUNT_TERMS, params).fetchall():
         findings.append(_finding(
