@@ -149,8 +149,8 @@ def recall_figure(home: Path, n_queries: int = 300) -> dict[str, float]:
     for qvec in svc.engine.embed(queries(n_queries, seed=5)):
         exact = {ids[i] for i in np.argsort(-(vectors @ qvec))[:10]}
         found = []
-        for part in search(shard, now, Filters(), qvec, "", k=10):
-            found += [(part.part, int(r), float(v)) for r, v in zip(part.rows, part.vector, strict=True)]
+        for name, part in zip(("seg", "mem"), search(shard, now, Filters(), qvec, "", k=10), strict=False):
+            found += [(name, int(r), float(v)) for r, v in zip(part.rows, part.vector, strict=True)]  # parts in order
         top = {(p, r) for p, r, _ in sorted(found, key=lambda x: -x[2])[:10]}
         recalls.append(len(top & exact) / 10)
     return {"recall@10 index+delta": float(np.mean(recalls)), "delta entries": float(len(mem_slots))}

@@ -63,7 +63,10 @@ def mem_cmd(*args: str) -> list[str]:
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "MEM_HOME": str(home)}
+    """The environment of a `mem` process on `home`. PYTHONPATH leads with this checkout, so
+    that the code measured is the code beside this file, whatever `mem` is installed."""
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "MEM_HOME": str(home), "PYTHONPATH": pythonpath}
     env.update(extra)
     return env
 
@@ -89,11 +92,12 @@ def time_process(cmd: list[str], env: dict[str, str], runs: int, stdin: bytes | 
 
 
 class StdioClient:
-    """A minimal A2E client for `mem serve-stdio`: one request, one response line."""
+    """A minimal A2E client for `mem serve-stdio`: one request, one response line. `options`
+    are global options put before `serve-stdio` (e.g. `("--store", url)`)."""
 
-    def __init__(self, home: Path, **env: str) -> None:
+    def __init__(self, home: Path, options: tuple[str, ...] = (), **env: str) -> None:
         self.proc = subprocess.Popen(
-            mem_cmd("serve-stdio"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_for(home, **env)
+            mem_cmd(*options, "serve-stdio"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_for(home, **env)
         )
         self.n = 0
 

@@ -84,6 +84,7 @@ def query(
     ] = None,
     last_count: Annotated[int | None, typer.Option("--last-count", min=0, help="Only the newest N events.")] = None,
     since: Annotated[str | None, typer.Option("--since", help="ISO 8601 timestamp.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="ISO 8601 timestamp (inclusive).")] = None,
     namespace: Namespace = "default",
     fmt: Format = None,
     fields: Fields = None,
@@ -94,6 +95,7 @@ def query(
     events = state.service.episodic_memory_query_events(
         memory_id=memory_id, swarm_id=swarm, last_minutes=last_minutes, last_count=last_count, tags=tag,
         event_type=event_type, emitting_agent_id=agent, team_id=team, since=since, namespace=namespace,
+        until=until,
     )  # fmt: skip
     emit(events, fmt, fields_list(fields), EVENT_COLUMNS)
 

@@ -27,6 +27,7 @@ BOTH_BACKENDS = {
     "test_mcp",
     "test_audit_security",
     "test_transfer",
+    "test_ui_http",
 }
 
 

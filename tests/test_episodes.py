@@ -45,12 +45,17 @@ def test_query_filters_combine(service):
     assert len(q(last_minutes=2.5)) == 3  # now is minute 9: minutes 7, 8, 9
     since = service.episodic_memory_query_events(memory_id=mid)[6]["timestamp"]
     assert len(q(since=since)) == 4
+    assert len(q(until=since)) == 7  # inclusive: events 0..6
+    assert len(q(since=since, until=since)) == 1
+    assert len(q(until=since, last_count=2)) == 2
     newest = service.episodic_memory_query_events(memory_id=mid, last_count=3)
     assert [e["timestamp"] for e in newest] == sorted(e["timestamp"] for e in newest)
     assert newest[-1]["timestamp"] == service.episodic_memory_query_events(memory_id=mid)[-1]["timestamp"]
     assert len(q(event_type="a", last_count=2)) == 2
     with pytest.raises(InvalidInput):
         q(since="yesterday")
+    with pytest.raises(InvalidInput):
+        q(until="tomorrow")
     with pytest.raises(InvalidInput):
         service.episodic_memory_query_events()
 

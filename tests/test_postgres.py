@@ -7,6 +7,7 @@ search, TTL, and upkeep."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import orjson
@@ -537,15 +538,18 @@ def test_sql_bm25_leaders_rank_as_the_python_formula(db):
     assert scores == sorted(scores, reverse=True) and len(seqs) == sum(1 for v in expected.values() if v > 0)
 
 
-def test_a_one_shot_command_builds_the_index_when_it_closes(pg_url, monkeypatch):
+def test_a_one_shot_command_has_the_index_built_when_it_closes(pg_url, monkeypatch):
     from store.backends.postgres import backend as pg_backend
 
     monkeypatch.setattr(pg_backend, "BUILD_MIN", 5)
     store = open_postgres(pg_url, "hash")
     put(store, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(6)])
     assert store.stats("ns")[0]["pending"] == 6
-    store.close()
+    store.close()  # starts a detached builder, and does not wait for it
     again = open_postgres(pg_url, "hash")
+    deadline = time.monotonic() + 60
+    while again.stats("ns")[0]["pending"] and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert (again.stats("ns")[0]["indexed"], again.stats("ns")[0]["pending"]) == (6, 0)
     again.close()
     server = open_postgres(pg_url, "hash", pooled=True)  # a server builds in a thread of its own

@@ -318,6 +318,7 @@ class Api:
                 emitting_agent_id=args.text("agent") or None,
                 tags=args.strings("tag") or None,
                 since=args.text("since") or None,
+                until=args.text("until") or None,
                 last_minutes=None if last_minutes < 0 else last_minutes,
                 last_count=None if last_count < 0 else last_count,
                 namespace=namespace,

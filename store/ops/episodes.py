@@ -114,13 +114,17 @@ class EpisodeTools:
         team_id: str | None = None,
         since: str | None = None,
         namespace: str = "default",
+        until: str | None = None,
     ) -> list[Doc]:
-        """Events of one memory (or of every memory of a swarm) passing every filter, newest last."""
+        """Events of one memory (or of every memory of a swarm) passing every filter, newest last.
+        `until` (an extension of the codebolt tool, for the CLI and `mem ui`) keeps the events up
+        to that time, inclusive; `lastCount` then takes the newest of those."""
         cutoff = _cutoff(last_minutes, since)
+        end = _bound(until, "until")
         found = []
         for mid in self._memory_ids(memory_id, swarm_id, namespace):
             for event in self._events(namespace, mid).all():
-                if _keep(event, cutoff, tags, event_type, emitting_agent_id, team_id):
+                if _keep(event, cutoff, tags, event_type, emitting_agent_id, team_id) and _before(event, end):
                     found.append(event)
         found.sort(key=lambda e: (e["timestamp"], e["id"]))
         if last_count is not None:
@@ -270,6 +274,19 @@ def _cutoff(last_minutes: float | None, since: str | None) -> float | None:
             raise InvalidInput(f"since must be an ISO 8601 timestamp, not {since!r}")
         bounds.append(start)
     return max(bounds) if bounds else None
+
+
+def _bound(value: str | None, name: str) -> float | None:
+    if value is None:
+        return None
+    when = parse_time(value)
+    if when is None:
+        raise InvalidInput(f"{name} must be an ISO 8601 timestamp, not {value!r}")
+    return when
+
+
+def _before(event: Doc, end: float | None) -> bool:
+    return end is None or (parse_time(event["timestamp"]) or 0) <= end + 1e-3
 
 
 def _keep(event: Doc, cutoff: float | None, tags: list[str] | None, *equal: str | None) -> bool:

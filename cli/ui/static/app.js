@@ -226,9 +226,10 @@ async function episodicPage(params) {
 }
 
 async function timelinePage(params) {
-  const filters = Object.fromEntries(["memory_id", "event_type", "agent", "tag", "since", "last_count"].map((n) => [n, params.get(n) || ""]));
+  const filters = Object.fromEntries(["memory_id", "event_type", "agent", "tag", "since", "until", "last_count"].map((n) => [n, params.get(n) || ""]));
   const since = filters.since ? new Date(filters.since).toISOString() : "";
-  const data = await api("episodic/events", { ...filters, since, namespace: namespace() });
+  const until = filters.until ? new Date(filters.until).toISOString() : "";
+  const data = await api("episodic/events", { ...filters, since, until, namespace: namespace() });
   const form = h("form", { class: "filters", id: "timeline-form" },
     h("input", { type: "hidden", name: "memory_id", value: filters.memory_id }),
     h("label", {}, "event type", h("select", { name: "event_type", id: "event-type" },
@@ -236,6 +237,7 @@ async function timelinePage(params) {
     h("label", {}, "agent", h("input", { name: "agent", value: filters.agent })),
     h("label", {}, "tag (any of)", h("input", { name: "tag", value: filters.tag })),
     h("label", {}, "since", h("input", { name: "since", type: "datetime-local", value: filters.since })),
+    h("label", {}, "until", h("input", { name: "until", type: "datetime-local", value: filters.until })),
     h("label", {}, "newest N", h("input", { name: "last_count", type: "number", min: 0, value: filters.last_count })),
     h("button", { type: "submit" }, "Filter"));
   form.addEventListener("submit", (event) => { event.preventDefault(); go("timeline", Object.fromEntries(new FormData(form))); });

@@ -53,6 +53,7 @@ META = (
     "(SELECT value FROM mem_meta WHERE key = 'vector_index')"
 )
 DEADLOCK_RETRIES = 5
+ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
 
 
@@ -73,6 +74,7 @@ class PostgresBackend(Backend):
         self._builder: threading.Thread | None = None
         self._build_checked = -math.inf  # when a server last looked whether a build is due
         self._wrote = False  # whether this process wrote vectors (a one-shot command's close looks)
+        self.rows_written = 0  # rows this process wrote (a bulk import analyses the table when it ends)
         self._meta_lock = threading.Lock()
         self._locked = threading.local()  # namespaces whose advisory lock this thread's transaction holds
         self._owner = True  # False once the database refused this role a change of the tables
@@ -389,10 +391,21 @@ class PostgresBackend(Backend):
                     time.sleep(0.05 * (attempt + 1))
         return None
 
+    def analyze(self) -> None:
+        """Refresh the planner's statistics of the records (`mem gc`, and a one-shot command that
+        wrote ANALYZE_AFTER rows: a bulk import would otherwise leave plans to guesses until
+        autovacuum comes by). Upkeep: a role that may not analyse the table skips it."""
+        if self.read_only or not self._owner:
+            return
+        with contextlib.suppress(StoreUnavailable), self.db.connection() as conn:
+            conn.execute("ANALYZE mem_records, mem_terms, mem_scopes")
+
     def close(self) -> None:
         """A one-shot command that wrote enough rows for the HNSW index to be due starts a
         detached process that builds it (as a bulk import ends with one build rather than an
         index insertion per row, and does not wait for it)."""
+        if not self.db.pooled and self.rows_written >= ANALYZE_AFTER:
+            self.analyze()
         if not self.db.pooled and self._wrote and not self.read_only and self._owner:
             with contextlib.suppress(Exception), self.db.connection() as conn:
                 if self.index_due(conn):

@@ -1,5 +1,5 @@
 """`python -m store.backends.postgres.build`: build the HNSW index of the store in `MEM_STORE`
-if it is due (started detached by a one-shot command that wrote many rows; see `backend.py`)."""
+(started detached by a one-shot command that found it due; see `backend.py`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,6 @@ if __name__ == "__main__":
 
     backend = PostgresBackend(os.environ["MEM_STORE"])
     try:
-        backend.build_index()
+        backend.build_index(force=True)
     finally:
         backend.db.close()

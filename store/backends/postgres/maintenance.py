@@ -101,6 +101,7 @@ def checkpoint(backend: Any, now: float) -> int:
     """`mem gc`: purge the expired rows, then build the HNSW index if rows wait for it; returns
     how many scopes the purge touched (plus one for an index build)."""
     touched = purge_expired(backend, now)
+    backend.analyze()
     if not backend.read_only and backend.recorded_embedder() is not None:
         backend.refresh(force=True)
         touched += bool(backend.build_index(force=True))

@@ -1,0 +1,59 @@
+"""The pieces of `bench/bench_backends.py` and `bench/bench_quality.py` that decide what is
+measured (no timing is asserted): the generated export is what `mem export` writes, store URLs
+are printed without their password, and the quality comparison says "NO" past 2 points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.bench_backends import export_file, shown_url, top_ids, with_database
+from bench.bench_quality import print_comparison
+from store.backends.base import Filters
+from store.service import MemoryService
+
+
+def test_generated_export_is_what_mem_export_writes(tmp_path: Path) -> None:
+    dump = tmp_path / "dump.ndjson"
+    export_file(dump, 40)
+    svc = MemoryService(tmp_path / "home")
+    counts = svc.import_records(dump.read_bytes().splitlines())
+    assert counts == {"new": 40, "changed": 0, "unchanged": 0}
+    assert b"".join(line + b"\n" for line in svc.export()) == dump.read_bytes()
+    svc.close()
+
+
+def test_top_ids_ranks_by_cosine_across_parts(tmp_path: Path) -> None:
+    dump = tmp_path / "dump.ndjson"
+    export_file(dump, 30)
+    svc = MemoryService(tmp_path / "home")
+    svc.import_records(dump.read_bytes().splitlines())
+    scope = svc.backend.scope("bench", "semantic", schema="entries")
+    qvec = svc.backend.embed(["the tax return"])[0]
+    parts = scope.search(0.0, Filters(), qvec, "", k=10, exhaustive=True)
+    found, path = top_ids(parts, k=5)
+    cosines = sorted(((float(v), part.doc(i)["id"]) for part in parts for i, v in enumerate(part.vector)), reverse=True)
+    assert found == {rid for _, rid in cosines[:5]}
+    assert path == "exact"
+    svc.close()
+
+
+def test_urls_are_shown_without_password() -> None:
+    url = "postgresql://mem:s3cret@db.example:5432/mem?sslmode=require"
+    assert "s3cret" not in shown_url(url)
+    assert shown_url(url) == "postgresql://mem:***@db.example:5432/mem?sslmode=require"
+    assert shown_url("postgresql://postgres:@/postgres?host=/tmp/x") == "postgresql://postgres:@/postgres?host=/tmp/x"
+    assert (
+        with_database(url, "mem_bench_1_load")
+        == "postgresql://mem:s3cret@db.example:5432/mem_bench_1_load?sslmode=require"
+    )
+
+
+def test_quality_comparison_flags_a_gap_over_two_points(capsys) -> None:  # type: ignore[no-untyped-def]
+    def figures(hit5: float, hit10: float) -> dict:
+        one = {"hit@1": 0.5, "hit@5": hit5, "hit@10": hit10, "MRR": 0.6, "n": 100}
+        return {None: one, "keyword": one, "paraphrase": one}
+
+    print_comparison({"files": figures(0.70, 0.80), "postgres": figures(0.69, 0.77)}, ["files", "postgres"])
+    out = capsys.readouterr().out
+    assert "at hit@5, all questions: yes (+1.0 points behind)" in out
+    assert "at hit@10, all questions: NO (+3.0 points behind)" in out
