@@ -14,6 +14,7 @@ restarting, the connection lost, the pool exhausted).
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ POOL_MIN, POOL_MAX = 1, 4
 # (retryable) soon can back off or tell its user, rather than hanging on each request.
 POOL_WAIT = 3.0
 MASK = "***"
+DRIVER_LOGGERS = ("psycopg", "psycopg.pool")
 
 # libpq's words for a server that may come back (the request can be sent again)
 _RETRYABLE = re.compile(
@@ -151,6 +153,8 @@ class Database:
         self._single_lock = threading.RLock()
         self._local = threading.local()
         self._kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+        for name in DRIVER_LOGGERS:  # the pool logs each failed reconnection, with libpq's message
+            logging.getLogger(name).addFilter(self._scrub_record)
         if "connect_timeout" not in url:
             self._kwargs["connect_timeout"] = CONNECT_TIMEOUT
 
@@ -269,6 +273,8 @@ class Database:
                 tx.__exit__(None, None, None)
 
     def close(self) -> None:
+        for name in DRIVER_LOGGERS:
+            logging.getLogger(name).removeFilter(self._scrub_record)
         if self._pool is not None:
             with contextlib.suppress(Exception):
                 self._pool.close()
@@ -348,6 +354,12 @@ class Database:
             if len(secret) >= 3:
                 text = text.replace(secret, MASK)
         return text
+
+    def _scrub_record(self, record: logging.LogRecord) -> bool:
+        """A log record of the driver, scrubbed as our messages are (a logging filter)."""
+        with contextlib.suppress(Exception):  # a record whose arguments do not format is left as it is
+            record.msg, record.args = self.scrub(record.getMessage()), None
+        return True
 
 
 def retryable(failure: StoreUnavailable) -> StoreUnavailable:
