@@ -365,7 +365,7 @@ class Database:
 def retryable(failure: StoreUnavailable) -> StoreUnavailable:
     """`failure` marked retryable, and saying so for front doors without the flag (MCP)."""
     failure.retryable = True
-    failure.message += " (retryable: the request can be sent again once the server is back)"
+    failure.message += " (retryable: the request can be sent again)"
     return failure
 
 
