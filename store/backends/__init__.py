@@ -19,7 +19,13 @@ def open_backend(
     url: str | None, home: Path, embedder: str | None = None, checkpoints: str | None = None, pooled: bool = False
 ) -> Backend:
     """The backend for store URL `url` (None or "": files under `home`). `pooled` asks a
-    database backend for a connection pool (a long-lived server) rather than one connection."""
+    database backend for a connection pool (a long-lived server) rather than one connection.
+
+    Nothing of a refused `url` is echoed: it may be a libpq keyword string with a `password=`,
+    or a URL with a typo in its scheme. Keyword strings are refused rather than taken as
+    PostgreSQL: one form of store URL is what the masking of passwords in messages, the
+    detached index build and the documentation all read, and any keyword string has a URL
+    form."""
     if not url:
         from .files.engine import Engine
 
@@ -28,8 +34,9 @@ def open_backend(
         from .postgres import open_postgres
 
         return open_postgres(url, embedder, pooled)
-    scheme = url.split(":", 1)[0] if ":" in url else url
     raise InvalidInput(
-        f"unknown store URL scheme {scheme!r}: use postgresql://... (or no URL for files under --home)",
+        "the store URL must start with postgresql:// (postgresql://user:password@host:port/dbname; "
+        "a libpq keyword string such as `host=... dbname=...` is not accepted), or be empty for files "
+        "under --home",
         {"field": "store"},
     )

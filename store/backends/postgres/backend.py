@@ -40,7 +40,7 @@ from ...errors import InvalidInput, StoreMismatch, StoreUnavailable, Unauthorize
 from ...log import logger
 from ..base import SYSTEM, Backend, Doc, Progress, Scope
 from . import schema as sch
-from .connection import Database, database_name, redact_url
+from .connection import Database
 
 REFRESH = 1.0  # seconds a reader outside a write section trusts the embedder it read
 BUILD_MIN = 5000  # rows written since the HNSW index's watermark before it is built again...
@@ -64,9 +64,9 @@ def not_owner(exc: StoreUnavailable) -> bool:
 class PostgresBackend(Backend):
     def __init__(self, url: str, embedder: str | None = None, pooled: bool = False) -> None:
         super().__init__(embedder or os.environ.get("MEM_EMBEDDER") or None)
-        self.url = redact_url(url)
-        self.database = database_name(url)
         self.db = Database(url, pooled, self._on_connect)
+        self.url = self.db.shown  # the password masked: the only form of the URL a message shows
+        self.database = self.db.target.database
         self._recorded: dict | None = None
         self._recorded_at = -1.0  # monotonic time of the last read of mem_meta (-1: never)
         self._vector_dim = 0  # the dimension the vector column has (0: none yet)
@@ -82,7 +82,24 @@ class PostgresBackend(Backend):
     # -- connection and schema ------------------------------------------------------------
 
     def _on_connect(self, conn: Any) -> None:
-        sch.ensure_schema(conn, self.url, self.database)
+        """Migrate on the process's first connection; a read-only server (`serve-mcp
+        --read-only`) writes nothing, not even the tables, so it only checks they are there."""
+        if not self.read_only:
+            sch.ensure_schema(conn, self.url, self.database)
+            return
+        version = sch.read_version(conn)
+        if version is None or sch.extension_version(conn) is None:
+            raise StoreUnavailable(
+                f"PostgreSQL store {self.url}: no mem store in this database yet; a read-only server creates "
+                "nothing: run any mem command against it first"
+            )
+        if version > sch.VERSION:
+            raise sch.too_new(self.url, version)
+        if version < sch.VERSION:
+            raise StoreUnavailable(
+                f"PostgreSQL store {self.url}: its schema is version {version}, older than this mem's "
+                f"({sch.VERSION}); a read-only server changes nothing: run any mem command against it first"
+            )
 
     def _read_meta(self, conn: Any) -> None:
         row = conn.execute(META).fetchone()

@@ -14,19 +14,25 @@ restarting, the connection lost, the pool exhausted).
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, unquote
 
 from ...errors import StoreUnavailable
 
 EXTRA = "pip install 'a2e-mem[postgres]'"
 CONNECT_TIMEOUT = 10  # seconds, unless the URL sets connect_timeout (libpq waits forever by default)
 POOL_MIN, POOL_MAX = 1, 4
-POOL_WAIT = 15.0  # seconds a request waits for a free connection of the pool
+# Seconds a request of a server waits for a free connection of the pool. Statements take
+# milliseconds: a longer wait means the database is down or restarting, and a client told so
+# (retryable) soon can back off or tell its user, rather than hanging on each request.
+POOL_WAIT = 3.0
 MASK = "***"
+DRIVER_LOGGERS = ("psycopg", "psycopg.pool")
 
 # libpq's words for a server that may come back (the request can be sent again)
 _RETRYABLE = re.compile(
@@ -47,49 +53,87 @@ def import_psycopg() -> Any:
     return psycopg
 
 
-def redact_url(url: str) -> str:
-    """`url` with its password (in the authority or a `password=` parameter) replaced by ***."""
+@dataclass(frozen=True)
+class StoreUrl:
+    """A store URL as libpq reads it: what a message may show of it, the texts of its password
+    (to scrub from every message), and why it is malformed (None when it is not)."""
+
+    shown: str
+    database: str
+    secrets: tuple[str, ...]
+    malformed: str | None
+
+
+def read_url(url: str) -> StoreUrl:
+    """Read `url` as libpq does (`conninfo_to_dict`), not as `urllib` does: they disagree about
+    an unencoded '/', '?', '#' or '@' in the password, and only libpq's reading says which text
+    is the password. A URL libpq cannot parse, or whose host or database holds an '@' (a
+    password with an unencoded '@' or '/': libpq would take a piece of the password for the
+    host and echo it in "failed to resolve host"), is malformed: nothing of it but its scheme is
+    ever shown, and no connection is tried."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    scheme = url.split("://", 1)[0] if "://" in url else "postgresql"
+    secrets = password_texts(url)
     try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostport = netloc.rpartition("@")
-            if ":" in userinfo:
-                user, _, password = userinfo.partition(":")
-                netloc = f"{user}:{MASK}@{hostport}" if password else f"{user}@{hostport}"
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            if any(k == "password" for k, _ in pairs):
-                query = urlencode([(k, MASK if k == "password" else v) for k, v in pairs], safe="/*")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return f"{url.split(':', 1)[0]}://{MASK}"  # not parseable: show nothing of it
+        libpq = conninfo_to_dict(url)
+    except Exception as exc:  # psycopg.ProgrammingError: libpq's own reason, quoted parts removed
+        reason = re.sub(r'"[^"]*"', '"…"', first_line(str(exc)))
+        return StoreUrl(f"{scheme}://…", "?", secrets, f"libpq cannot parse it ({reason})")
+    secrets = tuple(dict.fromkeys((*secrets, *encoded(str(libpq.get("password") or "")))))
+    userinfo, rest = split_userinfo(url)
+    if "@" in rest.split("?", 1)[0]:
+        return StoreUrl(
+            f"{scheme}://…",
+            "?",
+            secrets,
+            "its host or database holds an '@' (a password's '@' or '/' not percent-encoded?)",
+        )
+    if userinfo is not None and ":" in userinfo:
+        userinfo = userinfo.split(":", 1)[0] + ":" + MASK
+    shown = f"{scheme}://" + (f"{userinfo}@" if userinfo is not None else "") + mask_query_password(rest)
+    return StoreUrl(shown, str(libpq.get("dbname") or libpq.get("user") or "?"), secrets, None)
 
 
-def url_password(url: str) -> str | None:
-    """The password written in `url`, if any (so that messages can be checked never to hold it)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.password:
-        return unquote(parts.password)
-    for key, value in parse_qsl(parts.query):
-        if key == "password":
-            return value
-    return None
+def split_userinfo(url: str) -> tuple[str | None, str]:
+    """libpq's split of a URL's `user[:password]@` from the rest: the first '@' met before any
+    '/' ends it (fe-connect.c, conninfo_uri_parse_options)."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    end = re.search(r"[@/]", rest)
+    if end is None or end.group() != "@":
+        return None, rest
+    return rest[: end.start()], rest[end.end() :]
 
 
-def database_name(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "?"
-    for key, value in parse_qsl(parts.query):
-        if key == "dbname":
-            return value
-    return unquote(parts.path.lstrip("/")) or "?"
+def mask_query_password(rest: str) -> str:
+    """`rest` with the value of a `password=` query parameter replaced by ***."""
+    if "?" not in rest:
+        return rest
+    head, query = rest.split("?", 1)
+    pairs = [pair.partition("=") for pair in query.split("&")]
+    masked = [f"{key}={MASK}" if sep and unquote(key) == "password" else key + sep + value for key, sep, value in pairs]
+    return head + "?" + "&".join(masked)
+
+
+def password_texts(url: str) -> tuple[str, ...]:
+    """Every text `url` may hold its password as, whichever parser is right: libpq's userinfo,
+    `urllib`'s (the last '@'), a `password=` parameter; each raw, decoded and encoded."""
+    found: list[str] = []
+    userinfo, rest = split_userinfo(url)
+    if userinfo is not None and ":" in userinfo:
+        found.append(userinfo.split(":", 1)[1])
+    authority = (url.split("://", 1)[1] if "://" in url else url).rpartition("@")[0]
+    if ":" in authority:
+        found.append(authority.split(":", 1)[1])
+    for key, value in re.findall(r"[?&]([^=&]*)=([^&]*)", url):
+        if unquote(key) == "password":
+            found.append(value)
+    return tuple(dict.fromkeys(text for raw in found for text in (*encoded(raw), *encoded(unquote(raw)))))
+
+
+def encoded(password: str | None) -> tuple[str, ...]:
+    """A password as written and percent-encoded (the two ways a message could carry it)."""
+    return (password, quote(password, safe="")) if password else ()
 
 
 class Database:
@@ -98,8 +142,8 @@ class Database:
     def __init__(self, url: str, pooled: bool, on_connect: Callable[[Any], None]) -> None:
         self.psycopg = import_psycopg()
         self.url = url
-        self.shown = redact_url(url)
-        self.password = url_password(url)
+        self.target = read_url(url)
+        self.shown = self.target.shown
         self.pooled = pooled
         self._on_connect = on_connect  # once per process, on the first connection (migrations)
         self._ready = False
@@ -109,12 +153,20 @@ class Database:
         self._single_lock = threading.RLock()
         self._local = threading.local()
         self._kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+        for name in DRIVER_LOGGERS:  # the pool logs each failed reconnection, with libpq's message
+            logging.getLogger(name).addFilter(self._scrub_record)
         if "connect_timeout" not in url:
             self._kwargs["connect_timeout"] = CONNECT_TIMEOUT
 
     # -- opening -----------------------------------------------------------------------------
 
     def _connect(self) -> Any:
+        if self.target.malformed:
+            raise StoreUnavailable(
+                f"PostgreSQL store {self.shown}: the store URL is malformed: {self.target.malformed}; "
+                "write it as postgresql://user:password@host:port/dbname, percent-encoding the password's "
+                "'@', '/', '?', '#' and spaces (%40, %2F, %3F, %23, %20)"
+            )
         with self.errors():
             conn = self.psycopg.connect(self.url, **self._kwargs)
         try:
@@ -221,6 +273,8 @@ class Database:
                 tx.__exit__(None, None, None)
 
     def close(self) -> None:
+        for name in DRIVER_LOGGERS:
+            logging.getLogger(name).removeFilter(self._scrub_record)
         if self._pool is not None:
             with contextlib.suppress(Exception):
                 self._pool.close()
@@ -240,19 +294,24 @@ class Database:
             yield
         except StoreUnavailable:
             raise
-        except self.psycopg.Error as exc:
+        except Exception as exc:
+            if type(exc).__module__.startswith("psycopg_pool"):  # PoolTimeout (an OperationalError), PoolClosed
+                raise self.pool_failure() from None
+            if not isinstance(exc, self.psycopg.Error):
+                raise
             if isinstance(exc, self.psycopg.OperationalError) or getattr(exc, "sqlstate", None) in _RETRYABLE_STATES:
                 raise self.unavailable(exc) from None
             raise self.failure(exc) from None
-        except Exception as exc:
-            if type(exc).__module__.startswith("psycopg_pool"):  # PoolTimeout, PoolClosed
-                failure = StoreUnavailable(
-                    f"PostgreSQL store {self.shown}: no connection became free or could be made in "
-                    f"{POOL_WAIT:.0f} s (retryable)"
-                )
-                failure.retryable = True
-                raise failure from None
-            raise
+
+    def pool_failure(self) -> StoreUnavailable:
+        """No connection of the pool became free or could be made in POOL_WAIT: the server is
+        down or restarting (the pool keeps reconnecting behind), or every connection is busy.
+        Both pass: the request can be sent again."""
+        return retryable(
+            StoreUnavailable(
+                f"PostgreSQL store {self.shown}: no connection became free or could be made in {POOL_WAIT:g} s"
+            )
+        )
 
     def unavailable(self, exc: Exception) -> StoreUnavailable:
         """The one-line error for a server that cannot be used."""
@@ -262,7 +321,7 @@ class Database:
             why = f"the server refused the credentials ({text}); check the user and password of the store URL"
             retry = False
         elif "does not exist" in low and "database" in low:
-            name = database_name(self.url)
+            name = self.target.database
             why = f"{text}; create it first (CREATE DATABASE {quote_ident(name)};)"
             retry = False
         elif "permission denied" in low or "not permitted" in low or "pg_hba.conf" in low:
@@ -272,26 +331,42 @@ class Database:
             why = f"cannot reach the server: {text}"
             retry = bool(_RETRYABLE.search(low)) or getattr(exc, "sqlstate", None) in _RETRYABLE_STATES
         failure = StoreUnavailable(
-            f"PostgreSQL store {self.shown}: {why}" + (" (retryable)" if retry else ""),
-            {"sqlstate": getattr(exc, "sqlstate", None)},
+            f"PostgreSQL store {self.shown}: {why}", {"sqlstate": getattr(exc, "sqlstate", None)}
         )
-        failure.retryable = retry
-        return failure
+        return retryable(failure) if retry else failure
 
     def failure(self, exc: Exception) -> StoreUnavailable:
         """A statement the server refused for another reason (a bug, a schema changed by hand)."""
         text = self.scrub(first_line(str(exc)))
         state = getattr(exc, "sqlstate", None)
+        if state is None:  # the driver's refusal, not the server's
+            return StoreUnavailable(f"PostgreSQL store {self.shown}: the driver refused the request ({text})")
         return StoreUnavailable(
             f"PostgreSQL store {self.shown}: the server refused a statement ({state}: {text})", {"sqlstate": state}
         )
 
     def scrub(self, text: str) -> str:
-        """Belt and braces: libpq never echoes a password, but a message never shows one."""
-        for secret in (self.password, quote(self.password or "", safe="")):
-            if secret and len(secret) >= 3:
+        """Belt and braces: libpq never echoes a password, but no message of ours shows one, in
+        any of the texts the URL may hold it as (a password of one or two characters is left:
+        masking every 'a' of a message would hide it, and such a password protects nothing)."""
+        text = text.replace(self.url, self.shown)
+        for secret in sorted(self.target.secrets, key=len, reverse=True):
+            if len(secret) >= 3:
                 text = text.replace(secret, MASK)
-        return text.replace(self.url, self.shown)
+        return text
+
+    def _scrub_record(self, record: logging.LogRecord) -> bool:
+        """A log record of the driver, scrubbed as our messages are (a logging filter)."""
+        with contextlib.suppress(Exception):  # a record whose arguments do not format is left as it is
+            record.msg, record.args = self.scrub(record.getMessage()), None
+        return True
+
+
+def retryable(failure: StoreUnavailable) -> StoreUnavailable:
+    """`failure` marked retryable, and saying so for front doors without the flag (MCP)."""
+    failure.retryable = True
+    failure.message += " (retryable: the request can be sent again)"
+    return failure
 
 
 def first_line(text: str) -> str:
