@@ -59,7 +59,7 @@ def mem_cmd(*args: str) -> list[str]:
     process), ideally in an environment of its own, as users install a tool: a Python
     environment holding many packages makes every process start slower."""
     script = Path(os.environ.get("MEM_BENCH_BIN") or Path(sys.executable).parent / "mem")
-    return [str(script), *args] if script.exists() else [sys.executable, "-m", "cli.main", *args]
+    return [str(script), *args] if script.exists() else [sys.executable, "-m", "a2e_mem.cli.main", *args]
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
