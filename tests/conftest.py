@@ -25,6 +25,7 @@ BOTH_BACKENDS = {
     "test_cli_codebolt",
     "test_stdio",
     "test_mcp",
+    "test_mcp_config",
     "test_audit_security",
     "test_transfer",
     "test_ui_http",
