@@ -14,7 +14,9 @@ import pytest
 import store
 import store.api
 import store.errors
-from store import Conflict, InvalidInput, Memory, MemoryFull, NotFound, Unauthorized
+from store import Conflict, InvalidInput, Memory, MemoryFull, NotFound, Unauthorized, clock
+
+from .conftest import stored_anywhere
 
 
 @pytest.fixture
@@ -282,9 +284,17 @@ def test_upkeep(memory, tmp_path):
     memory.import_from(dump)
     assert memory.retrieve()["entries"][0]["content"] == "kept" and memory.kv.get("k") == 1
     assert memory.import_records(memory.export())["new"] == 0
-    assert isinstance(memory.gc(), int)
     assert memory.doctor() == []
     assert memory.reindex("hash")["embedder"] == "hash"
+
+
+def test_gc_purges_what_expired(memory, home):
+    memory.store("short-lived words", key="brief", ttl=1)
+    clock.set_offset(10)
+    assert memory.retrieve(keys="brief")["total"] == 0  # expired: invisible at once
+    assert stored_anywhere(home, "short-lived words")  # but still kept until the upkeep
+    assert memory.gc() >= 1
+    assert not stored_anywhere(home, "short-lived words")
 
 
 def test_the_store_argument_picks_the_backend(backend, home, tmp_path, monkeypatch):
