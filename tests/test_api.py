@@ -8,6 +8,7 @@ import os
 import re
 import stat
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,16 @@ def test_the_docstring_examples_run_as_a_new_user_would_run_them(tmp_path, monke
     results = doctest.testmod(store.api, report=True)
     assert results.failed == 0
     assert results.attempted >= 60  # the examples are there to run
+
+
+@pytest.mark.files_only  # the README's example, as a new user runs it: the default store and embedder
+def test_the_readme_python_example_prints_what_the_readme_shows(monkeypatch, capsys):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
+    code, shown = re.findall(r"```(?:python|text)\n(.*?)```", section, re.DOTALL)[:2]
+    monkeypatch.delenv("MEM_EMBEDDER")
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out == shown
 
 
 def test_one_import_gives_the_api_and_the_errors():
