@@ -253,7 +253,11 @@ class Memory(_Tiers):
     ) -> None:
         self.service = MemoryService(home, embedder=embedder, store=store, pooled=pooled)
         self._owner = True
-        self._set_scope(namespace, agent)
+        try:
+            self._set_scope(namespace, agent)
+        except BaseException:  # a refused name: nobody else can close what was opened
+            self.close()
+            raise
 
     def _set_scope(self, namespace: str, agent: str) -> None:
         self._a2e_scope = self.service.scope(namespace, agent)  # checks both names

@@ -264,6 +264,8 @@ def test_a_view_works_in_another_namespace_and_closes_nothing(memory):
     assert memory.using(namespace="other").kv.get("k") == "there"  # the store is still open
     with pytest.raises(InvalidInput):
         memory.using(namespace="")
+    with pytest.raises(InvalidInput):
+        Memory(agent="x" * 1000)
 
 
 def test_the_with_block_closes_the_store_once(home):
