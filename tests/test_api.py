@@ -265,7 +265,7 @@ def test_a_view_works_in_another_namespace_and_closes_nothing(memory):
     with pytest.raises(InvalidInput):
         memory.using(namespace="")
     with pytest.raises(InvalidInput):
-        Memory(agent="x" * 1000)
+        Memory(agent="x" * 2000)  # over the 1024 characters a name may have
 
 
 def test_the_with_block_closes_the_store_once(home):
