@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 A2E_TIERS = ("working", "episodic", "semantic")
-SCHEMA_OF = {"working": "entries", "episodic": "entries", "semantic": "entries", "kg_entities": "entities"}
+SCHEMA_OF = {"working": "entries", "episodic": "entries", "semantic": "entries", "kg_entities": "entities", "langgraph": "langgraph"}
 
 
 def schema_of(kind: str) -> str:
