@@ -123,7 +123,13 @@ def hand_written() -> list[tuple]:
             value["nested"] = {"deep": {"level": n}, "list": [1, 2, {"k": key}]}
             ops.append(("put", namespace, key, value, None))
     ops += [
-        ("put", ("users", "alice"), "prefs", {"theme": "dark", "lang": "français", "ok": True, "none": None, "n": 99}, None),
+        (
+            "put",
+            ("users", "alice"),
+            "prefs",
+            {"theme": "dark", "lang": "français", "ok": True, "none": None, "n": 99},
+            None,
+        ),
         ("put", ("users", "alice"), "unindexed", {"text": "tea", "n": -1}, False),
         ("put", ("users", "alice"), "by-path", {"text": "green tea", "other": "chess", "n": 0.5}, ["text"]),
         ("get", ("users", "alice"), "prefs"),
@@ -221,12 +227,20 @@ OPS = st.one_of(
     st.tuples(st.just("delete"), SPACES, KEYS),
     st.tuples(st.just("get"), SPACES, KEYS),
     st.tuples(
-        st.just("search"), PREFIXES, st.sampled_from([None, "tea", "chess q"]), FILTERS,
-        st.integers(0, 4), st.integers(0, 5),
+        st.just("search"),
+        PREFIXES,
+        st.sampled_from([None, "tea", "chess q"]),
+        FILTERS,
+        st.integers(0, 4),
+        st.integers(0, 5),
     ),
     st.tuples(
-        st.just("list"), st.sampled_from([None, ("p",), ("p", "*")]), st.sampled_from([None, ("q",), ("*", "r")]),
-        st.sampled_from([None, 1, 2]), st.integers(1, 4), st.integers(0, 3),
+        st.just("list"),
+        st.sampled_from([None, ("p",), ("p", "*")]),
+        st.sampled_from([None, ("q",), ("*", "r")]),
+        st.sampled_from([None, 1, 2]),
+        st.integers(1, 4),
+        st.integers(0, 3),
     ),
 )
 
@@ -454,7 +468,11 @@ GRAPH = textwrap.dedent(
 
 def run_graph(user: str, fact: str) -> list:
     done = subprocess.run(
-        [sys.executable, "-c", GRAPH, user, fact], cwd=ROOT, env=dict(os.environ), capture_output=True, text=True,
+        [sys.executable, "-c", GRAPH, user, fact],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
