@@ -168,9 +168,7 @@ class MemStore(BaseStore):
         filter, ranked (see the module docstring)."""
         scored: list[tuple[float | None, Namespace, Doc]] = []
         qvec = self.service.backend.embed([op.query])[0] if op.query else None
-        for namespace, scope in self._scopes(now):
-            if namespace[: len(op.namespace_prefix)] != op.namespace_prefix:
-                continue
+        for namespace, scope in self._scopes(op.namespace_prefix):
             for score, doc in _scope_rows(scope, now, qvec, op.query or ""):
                 if matches_filter(doc["value"], op.filter):
                     scored.append((score, namespace, doc))
@@ -178,18 +176,24 @@ class MemStore(BaseStore):
         return scored[op.offset : op.offset + op.limit] if op.limit >= 0 and op.offset >= 0 else []
 
     def _list_namespaces(self, op: ListNamespacesOp, now: float) -> list[Namespace]:
-        names = [ns for ns, _ in self._scopes(now)]
-        names = [ns for ns in names if all(_matches(cond, ns) for cond in op.match_conditions or ())]
+        conditions = op.match_conditions or ()
+        names = [
+            ns
+            for ns, scope in self._scopes()
+            if all(_matches(cond, ns) for cond in conditions) and scope.usage(now)[0] > 0  # items, not all expired
+        ]
         if op.max_depth is not None:
             names = list({ns[: op.max_depth] for ns in names})
         return sorted(set(names))[op.offset : op.offset + op.limit]
 
-    def _scopes(self, now: float) -> list[tuple[Namespace, Scope]]:
-        """(LangGraph namespace, scope) of every scope holding live items."""
+    def _scopes(self, prefix: Namespace = ()) -> list[tuple[Namespace, Scope]]:
+        """(LangGraph namespace, scope) of every scope of LangGraph items under `prefix` (some
+        may hold none any more: deleted or expired)."""
         found = []
         for scope in self.service.backend.scopes(self.namespace):
-            if scope.kind == KIND and scope.usage(now)[0] > 0:
-                found.append((tuple(scope.descriptor.get("scope", ())), scope))
+            namespace = tuple(scope.descriptor.get("scope", ()))
+            if scope.kind == KIND and namespace[: len(prefix)] == prefix:
+                found.append((namespace, scope))
         return found
 
     # -- writes -------------------------------------------------------------------------------
