@@ -42,8 +42,9 @@ PostgreSQL one transaction.
 TTL (`supports_ttl`). `ttl` is in minutes, as in LangGraph; the record's `expires_at` makes it
 invisible from then on (the backend purges it later: `mem gc`). Reads with `refresh_ttl` (the
 default, or the store's `TTLConfig.refresh_on_read`) push the expiry of the items they return
-`ttl` minutes from now. `TTLConfig.default_ttl` applies to puts without a `ttl`; there is no
-sweeper thread to start, since expired items are never returned.
+`ttl` minutes from now. `TTLConfig.default_ttl` applies to puts without a `ttl` (`ttl=None` is
+no expiry, as in LangGraph); there is no sweeper thread to start, since expired items are never
+returned.
 """
 
 from __future__ import annotations
@@ -151,13 +152,13 @@ class MemStore(BaseStore):
     def _read(self, op: Op, now: float, refresh: dict[tuple[Namespace, str], None]) -> Result:
         if isinstance(op, GetOp):
             doc = self._collection(op.namespace).get(op.key)
-            if doc is not None and op.refresh_ttl and doc.get("ttl"):
+            if doc is not None and op.refresh_ttl and doc.get("ttl") is not None:
                 refresh[(op.namespace, op.key)] = None
             return _item(op.namespace, doc) if doc is not None else None
         if isinstance(op, SearchOp):
             page = self._search(op, now)
             if op.refresh_ttl:
-                refresh.update(((ns, doc["key"]), None) for _, ns, doc in page if doc.get("ttl"))
+                refresh.update(((ns, doc["key"]), None) for _, ns, doc in page if doc.get("ttl") is not None)
             return [_item(ns, doc, score, scored=True) for score, ns, doc in page]
         if isinstance(op, ListNamespacesOp):
             return self._list_namespaces(op, now)
@@ -220,7 +221,8 @@ class MemStore(BaseStore):
         collection.put(*(self._record(op, olds.get(op.key), now) for op in kept))
 
     def _record(self, op: PutOp, old: Doc | None, now: float) -> Doc:
-        ttl = op.ttl if op.ttl is not None else (self.ttl_config or {}).get("default_ttl")
+        # `BaseStore.put` already put the TTLConfig's default in place of a missing ttl; None is none
+        ttl = op.ttl if isinstance(op.ttl, (int, float)) and not isinstance(op.ttl, bool) else None
         return {
             "id": op.key,
             "key": op.key,
@@ -228,8 +230,8 @@ class MemStore(BaseStore):
             "text": self._indexed_text(op),
             "created_at": old["created_at"] if old else now,
             "updated_at": now,
-            "expires_at": now + 60 * ttl if ttl else None,
-            "ttl": ttl or None,
+            "expires_at": now + 60 * ttl if ttl is not None else None,
+            "ttl": ttl,
         }
 
     def _indexed_text(self, op: PutOp) -> str | None:
@@ -243,7 +245,7 @@ class MemStore(BaseStore):
     def _refresh(self, namespace: Namespace, keys: list[str], now: float) -> None:
         collection = self._collection(namespace)
         docs = collection.shard.get_many(keys, now)
-        renewed = [{**doc, "expires_at": now + 60 * doc["ttl"]} for doc in docs.values() if doc.get("ttl")]
+        renewed = [{**doc, "expires_at": now + 60 * doc["ttl"]} for doc in docs.values() if doc.get("ttl") is not None]
         if renewed:
             collection.put(*renewed)
 

@@ -354,12 +354,12 @@ def test_a_read_refreshes_the_ttl_unless_told_not_to(memstore):
 def test_the_store_ttl_config_sets_a_default_and_the_refresh(home):
     with MemStore(home, ttl={"default_ttl": 1, "refresh_on_read": False}) as store:
         store.put(("t",), "k", {"v": 1})
-        store.put(("t",), "kept", {"v": 1}, ttl=None)  # LangGraph: None means the default too
+        store.put(("t",), "kept", {"v": 1}, ttl=None)  # LangGraph: an explicit None is no expiry
         clock.set_offset(40)
         assert store.get(("t",), "k") is not None  # no refresh by default
         clock.set_offset(70)
         assert store.get(("t",), "k") is None
-        assert store.get(("t",), "kept") is None
+        assert store.get(("t",), "kept") is not None
 
 
 # -- the mapping onto mem -------------------------------------------------------------------------
@@ -394,6 +394,32 @@ def test_an_export_imported_elsewhere_is_the_same_langgraph_store(home, tmp_path
             assert [(i.key, i.score is None) for i in found] == [("m1", False), ("m2", True)]
     finally:
         other.close()
+
+
+def test_a_reindex_to_another_embedder_re_embeds_the_items(home, monkeypatch):
+    with MemStore(home) as store:
+        store.put(("docs",), "tea", {"text": "green tea from japan", "other": "chess"}, index=["text"])
+        store.put(("docs",), "chess", {"text": "a chess opening"})
+        store.put(("docs",), "hidden", {"text": "green tea"}, index=False)
+        store.service.checkpoint(force=True)  # on files, the records are in a checkpoint too
+    monkeypatch.setenv("MEM_EMBEDDER", "hash:32")
+    service = MemoryService(home)
+    try:
+        assert service.reindex("hash:32")["dim"] == 32
+        assert [f for f in service.doctor() if "readable" not in f["problem"]] == []
+        with MemStore(service=service) as store:
+            found = store.search(("docs",), query="green tea")
+            assert [i.key for i in found] == ["tea", "chess", "hidden"]
+            assert found[0].score > 0 and found[2].score is None
+            store.put(("docs",), "new", {"text": "black tea"})  # written with the new embedder
+            assert {i.key for i in store.search(("docs",), query="black tea", limit=2)} == {"new", "tea"}
+    finally:
+        service.close()
+
+
+def test_the_core_never_imports_langgraph():
+    code = "import sys, cli.main, store.service; assert not [m for m in sys.modules if m.startswith('langgraph')]"
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
 def test_two_namespace_options_keep_two_stores_apart(home):
