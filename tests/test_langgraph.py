@@ -520,6 +520,37 @@ def test_a_compiled_graph_run_in_two_processes_shares_its_memories(home):
         assert memories.list_namespaces() == [("users", "alice", "facts"), ("users", "bob", "facts")]
 
 
+def test_parallel_nodes_and_an_async_graph_use_the_injected_store(memstore):
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        seen: int
+
+    def writer(name: str):
+        def write(state: State, *, store: BaseStore) -> dict:
+            for i in range(10):
+                store.put(("par", name), str(i), {"text": f"{name} {i}"})
+            return {}
+
+        return write
+
+    async def count(state: State, *, store: BaseStore) -> dict:
+        return {"seen": len(await store.asearch(("par",), limit=100))}
+
+    builder = StateGraph(State)
+    for name in ("left", "right"):  # two branches: LangGraph runs them at once
+        builder.add_node(name, writer(name))
+        builder.add_edge(START, name)
+    builder.add_node("count", count)
+    builder.add_edge(["left", "right"], "count")
+    builder.add_edge("count", END)
+    graph = builder.compile(store=memstore)
+    assert asyncio.run(graph.ainvoke({"seen": 0}))["seen"] == 20
+    assert memstore.list_namespaces(prefix=("par",)) == [("par", "left"), ("par", "right")]
+
+
 WRITER = textwrap.dedent(
     """
     import sys
