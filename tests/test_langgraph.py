@@ -33,6 +33,7 @@ from langgraph.store.base import BaseStore, InvalidNamespaceError  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
 from store import clock  # noqa: E402
+from store.errors import InvalidInput  # noqa: E402
 from store.langgraph import MemStore  # noqa: E402
 from store.service import MemoryService  # noqa: E402
 
@@ -441,6 +442,8 @@ def test_bad_namespaces_and_keys_are_refused(memstore):
         memstore.batch([GetOp(("a.b",), "k")])
     with pytest.raises(ValueError):
         memstore.put(("a",), "nul\x00key", {"v": 1})
+    with pytest.raises(InvalidInput, match="max_entry_bytes"):
+        memstore.put(("a",), "huge", {"text": "x" * 300_000})  # over the 256 KiB default
     assert memstore.list_namespaces() == []
 
 
