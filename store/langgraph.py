@@ -26,7 +26,7 @@ Search. With a `query`, items are ranked by `mem`'s hybrid relevance (cosine of 
 embedder fused with BM25, in [0, 1]: see `backends/base.py`), which is each item's `score`; the
 query ranks, it does not filter: every item under the prefix that passes `filter` is returned,
 items not indexed (`index=False`, or nothing at the indexed paths) last with score None, as
-LangGraph's stores do. Without a query, the newest write comes first (as LangGraph's PostgreSQL
+LangGraph's in-memory store does (its PostgreSQL store leaves them out). Without a query, the newest write comes first (as LangGraph's PostgreSQL
 store), ties by namespace then key. What is indexed: the store's `fields` (default `["$"]`, the
 whole value's words), or the put's own `index` paths (LangGraph's path syntax); the texts found
 at the paths are indexed together, as one document (LangGraph's own stores embed each path and
