@@ -26,13 +26,14 @@ Search. With a `query`, items are ranked by `mem`'s hybrid relevance (cosine of 
 embedder fused with BM25, in [0, 1]: see `backends/base.py`), which is each item's `score`; the
 query ranks, it does not filter: every item under the prefix that passes `filter` is returned,
 items not indexed (`index=False`, or nothing at the indexed paths) last with score None, as
-LangGraph's in-memory store does (its PostgreSQL store leaves them out). Without a query, the newest write comes first (as LangGraph's PostgreSQL
-store), ties by namespace then key. What is indexed: the store's `fields` (default `["$"]`, the
-whole value's words), or the put's own `index` paths (LangGraph's path syntax); the texts found
-at the paths are indexed together, as one document (LangGraph's own stores embed each path and
-keep the best). `filter` follows LangGraph's rules: top-level fields, equality (a nested object
-matches when its given fields do), `$eq $ne $gt $gte $lt $lte`; a comparison with a missing or
-non-numeric field does not match (LangGraph's in-memory store raises there).
+LangGraph's in-memory store does (its PostgreSQL store leaves them out). Without a query, the
+newest write comes first (as LangGraph's PostgreSQL store), ties by namespace then key. What is
+indexed: the store's `fields` (default `["$"]`, the whole value's words), or the put's own
+`index` paths (LangGraph's path syntax); the texts found at the paths are indexed together, as
+one document (LangGraph's own stores embed each path and keep the best). `filter` follows
+LangGraph's rules: top-level fields, equality (a nested object matches when its given fields
+do), `$eq $ne $gt $gte $lt $lte`; a comparison with a missing or non-numeric field does not
+match (LangGraph's in-memory store raises there).
 
 Writes. A put keeps the item's `created_at` and sets `updated_at` (as LangGraph's PostgreSQL
 store; its in-memory store resets both); a put of None deletes. In one `batch`, reads run first
