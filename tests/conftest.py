@@ -29,6 +29,7 @@ BOTH_BACKENDS = {
     "test_transfer",
     "test_ui_http",
     "test_api",
+    "test_langgraph",
 }
 
 
