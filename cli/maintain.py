@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated
 
 import typer
 
@@ -27,6 +25,8 @@ def export(
 ) -> None:
     """Write a lossless, diffable NDJSON dump (sorted lines, sorted keys; expired entries and
     working tiers left out). A file is written readable by its owner only, like the store."""
+    from a2e_mem.paths import private_file
+
     lines = state.service.export(namespace)
     out = sys.stdout.buffer if output == "-" else private_file(output)
     try:
@@ -37,19 +37,6 @@ def export(
             out.close()
         else:
             out.flush()
-
-
-def private_file(path: str) -> BinaryIO:
-    """`path` opened for writing, mode 0600 (also when it existed with a looser mode): a dump
-    holds everything the store holds."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):  # not /dev/stdout, a pipe, ...
-            os.fchmod(fd, 0o600)
-    except OSError:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "wb")
 
 
 def import_(

@@ -51,7 +51,7 @@ def store(
         entries = read_ndjson(sys.stdin)
     else:
         value = parse_value(content, "CONTENT")
-        entry_key = parse_key(key or []) or {"hash": content_hash(content)}
+        entry_key = parse_key(key or []) or default_key(content)
         entries = [
             {
                 "key": entry_key,
@@ -78,18 +78,12 @@ def store(
         raise typer.Exit(5 if any(": memory_full: " in e for e in result["errors"]) else 4)
 
 
-def content_hash(content: str) -> str:
-    """The default key: a hash of the content (of its redacted form when redaction is on, so
-    that no hash of a secret is stored)."""
-    import hashlib
-
+def default_key(content: str) -> dict[str, str]:
+    """A hash of the content (see `content_key`); redaction on from `--redact` / `MEM_REDACT`."""
     from a2e_mem.config import env_flag
+    from a2e_mem.ops.a2e import content_key
 
-    if env_flag("MEM_REDACT"):
-        from a2e_mem.redact import redact_text
-
-        content = redact_text(content)
-    return hashlib.sha256(content.encode()).hexdigest()[:16]
+    return content_key(content, env_flag("MEM_REDACT"))
 
 
 def read_ndjson(stream) -> list[dict]:  # type: ignore[no-untyped-def]

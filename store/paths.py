@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import InvalidInput
 
@@ -78,3 +80,16 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def private_file(path: str | Path) -> BinaryIO:
+    """`path` opened for writing, mode 0600 (also when it existed with a looser mode): a dump
+    holds everything the store holds."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # not /dev/stdout, a pipe, ...
+            os.fchmod(fd, FILE_MODE)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "wb")

@@ -36,6 +36,11 @@ def record_text(doc: dict[str, Any]) -> str:
     return flatten_text({k: v for k, v in doc.items() if k not in ("id", "created_at", "updated_at")})
 
 
+def indexed_text(doc: dict[str, Any]) -> str:
+    """A LangGraph item (`store/langgraph.py`) is found by the text its put chose to index."""
+    return doc.get("text") or ""
+
+
 @dataclass(frozen=True)
 class Schema:
     name: str
@@ -50,5 +55,6 @@ SCHEMAS = {
         Schema("entities", indexed=True, text=entity_text),
         Schema("documents", indexed=True, text=record_text),
         Schema("records", indexed=False),
+        Schema("langgraph", indexed=True, text=indexed_text),
     )
 }

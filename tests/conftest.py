@@ -29,6 +29,8 @@ BOTH_BACKENDS = {
     "test_audit_security",
     "test_transfer",
     "test_ui_http",
+    "test_api",
+    "test_langgraph",
 }
 
 

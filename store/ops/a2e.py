@@ -46,6 +46,21 @@ def canonical_key(key: dict[str, Any] | str) -> str:
         raise InvalidInput(f"key: {exc}") from None
 
 
+def content_key(content: Any, redacting: bool = False) -> dict[str, str]:
+    """The key an entry gets when none is given (`mem store TEXT`, `Memory.store(TEXT)`): a hash
+    of the content, so storing the same content twice keeps one entry. Text is hashed as it is;
+    other JSON in sorted-key form. With `redacting`, the redacted form is hashed, so that no hash
+    of a secret is stored."""
+    import hashlib
+
+    text = content if isinstance(content, str) else orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
+    if redacting:
+        from ..redact import redact_text
+
+        text = redact_text(text)
+    return {"hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
 def public(doc: dict[str, Any]) -> dict[str, Any]:
     """An entry as clients see it: the spec's fields (no record id, no expiry bookkeeping)."""
     return {name: doc[name] for name in ENTRY_FIELDS if name in doc}

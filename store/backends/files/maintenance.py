@@ -122,7 +122,7 @@ def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict
     for namespace, _ in engine.namespace_folders():  # wait for the writes under way, made with the old one
         with engine.lock(namespace):
             pass
-    targets = [(ns, d, f) for ns, d, f in _shards(engine) if d.get("schema") in ("entries", "entities")]
+    targets = [(ns, d, f) for ns, d, f in _shards(engine) if _indexed(d)]
     total = 0
     for done, (namespace, descriptor, folder) in enumerate(targets, 1):
         with checkpoint.building(folder) as held, engine.lock(namespace):
@@ -140,6 +140,13 @@ def reindex(engine: Engine, name: str, progress: Progress | None = None) -> dict
             progress(done, len(targets))
     engine.close()
     return {"embedder": embedder.name, "dim": embedder.dim, "shards": len(targets), "entries": total}
+
+
+def _indexed(descriptor: dict[str, Any]) -> bool:
+    """Whether a shard's records have vectors: every indexed schema's (entries, entities, and
+    the LangGraph items), not a list of names that a new schema would miss."""
+    schema = SCHEMAS.get(descriptor.get("schema", ""))
+    return schema is not None and schema.indexed
 
 
 def _replace_checkpoint(
@@ -320,7 +327,7 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
     if base and (base + 1) not in wals:  # every checkpoint starts the journal after it before it lands
         problems.append((folder / WAL.format(base + 1), "missing: the writes acknowledged after the checkpoint "
                          "are lost (how many is unknown)"))  # fmt: skip
-    dim = _recorded_dim(engine) if descriptor.get("schema") in ("entries", "entities") else None
+    dim = _recorded_dim(engine) if _indexed(descriptor) else None
     for gen in (g for g in wals if g > base):
         ops, bad = scan_journal(folder / WAL.format(gen))
         problems += [(folder / WAL.format(gen), f"line {n}: {why} (skipped when read)") for n, why in bad]
@@ -426,7 +433,7 @@ def _check_legacy(seg: Path, descriptor: dict) -> list[tuple[Path, str]]:
         if saved.lost:
             problems.append((seg / "data.json", f"damaged: {saved.lost} records fail their checksum"))
     names = ["offsets", "hashes", "expires", "updated", "scores"]
-    if descriptor.get("schema") in ("entries", "entities") and count:
+    if _indexed(descriptor) and count:
         names.append("vectors")
     for name in names:
         try:

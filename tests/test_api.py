@@ -1,0 +1,363 @@
+"""The Python API (`store/api.py`): its doctests, and every group on both backends."""
+
+from __future__ import annotations
+
+import doctest
+import hashlib
+import os
+import re
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from a2e_mem import Conflict, InvalidInput, Memory, MemoryFull, NotFound, Unauthorized, api, clock, errors
+
+from .conftest import stored_anywhere
+
+
+@pytest.fixture
+def memory(home):
+    with Memory(home=home) as m:
+        yield m
+
+
+@pytest.mark.files_only
+def test_the_docstring_examples_run_as_a_new_user_would_run_them(tmp_path, monkeypatch):
+    monkeypatch.delenv("MEM_EMBEDDER")  # the default embedder, as a user has it
+    monkeypatch.delenv("MEM_HOME")  # the examples name their own home
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # their temporary homes land here
+    results = doctest.testmod(api, report=True)
+    assert results.failed == 0
+    assert results.attempted >= 60  # the examples are there to run
+
+
+@pytest.mark.files_only  # the README's example, as a new user runs it: the default store and embedder
+def test_the_readme_python_example_prints_what_the_readme_shows(monkeypatch, capsys):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
+    code, shown = re.findall(r"```(?:python|text)\n(.*?)```", section, re.DOTALL)[:2]
+    monkeypatch.delenv("MEM_EMBEDDER")
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out == shown
+
+
+def test_one_import_gives_the_api_and_the_errors():
+    assert Memory is api.Memory
+    package = sys.modules[api.__package__]  # `store`, named so that the test survives its renaming
+    for name in package.__all__:
+        assert getattr(package, name) is getattr(api, name)
+    assert package.NotFound is errors.NotFound  # the store's own exceptions, not copies
+    with pytest.raises(AttributeError):
+        package.nothing_of_that_name  # noqa: B018
+
+
+def test_the_error_table_gives_each_error_its_code_and_exit_code():
+    doc = api.__doc__ or ""
+    for error in api.ERRORS:
+        row = re.search(rf"^{error.__name__}\s+(\S+)\s+(\d)\s", doc, re.MULTILINE)
+        assert row, f"{error.__name__} is not in the table"
+        assert (row[1], int(row[2])) == (error.code, error.exit_code), error.__name__
+    documented = set(re.findall(r"^([A-Z]\w+)\s+\w+\s+\d\s", doc, re.MULTILINE))
+    raised = {c.__name__ for c in vars(errors).values() if isinstance(c, type) and issubclass(c, Exception)}
+    assert documented == raised  # a new error class must be documented and exported
+
+
+def test_store_retrieve_forget(memory):
+    assert memory.store("likes tea", key="drink", tags=["prefs"]) == {"key": "drink"}
+    assert memory.store({"lang": "python"}, key={"topic": "code"}, tier="semantic") == {"topic": "code"}
+    found = memory.retrieve(tags=["prefs"])
+    assert [e["content"] for e in found["entries"]] == ["likes tea"] and found["total"] == 1
+    assert memory.retrieve(keys="drink")["total"] == 1  # one string key, not its characters
+    assert memory.retrieve(keys=["drink", {"topic": "code"}])["total"] == 2
+    best = memory.retrieve("python", tier="semantic", explain=True)["entries"][0]
+    assert best["key"] == {"topic": "code"} and 0 < best["relevance"] <= 1 and "explain" in best
+    assert memory.forget("drink") == 1
+    assert memory.forget({"topic": "code"}) == 0  # forget works in one tier: episodic by default
+    assert memory.forget(tier="semantic", everything=True) == 1
+    assert memory.retrieve()["total"] == 0
+
+
+def test_default_key_is_the_content_hash_mem_store_uses(memory):
+    key = memory.store("same words")
+    assert key == {"hash": hashlib.sha256(b"same words").hexdigest()[:16]}
+    assert memory.store("same words") == key
+    assert memory.retrieve()["total"] == 1
+
+
+def test_refusals_raise_the_store_errors(memory, home, monkeypatch):
+    with pytest.raises(InvalidInput) as refused:
+        memory.store("x", key="k", tier="nowhere")
+    assert refused.value.code == "schema_violation" and refused.value.exit_code == 4
+    with pytest.raises(InvalidInput):
+        memory.forget()  # never an implied "everything"
+    with pytest.raises(InvalidInput):
+        memory.store("x", key="k", tier="working")  # the working tier is a session's
+    monkeypatch.setenv("MEM_MAX_ENTRIES", "1")
+    with Memory(home=home) as small:
+        small.store("one", key="1")
+        with pytest.raises(MemoryFull) as full:
+            small.store("two", key="2")
+    assert full.value.exit_code == 5
+
+
+def test_semantic_writers_are_enforced(home):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text('{"namespaces": {"team": {"semantic_writers": ["lead"]}}}')
+    with Memory(home=home, namespace="team", agent="intern") as m:
+        with pytest.raises(Unauthorized) as refused:
+            m.store("a fact", key="f", tier="semantic")
+        assert refused.value.exit_code == 6
+        assert m.using(agent="lead").store("a fact", key="f", tier="semantic") == {"key": "f"}
+
+
+def test_store_many_stores_the_valid_entries_and_names_the_others(memory):
+    result = memory.store_many(
+        [{"key": {"n": 1}, "content": "ok", "tier": "episodic"}, {"key": {"n": 2}, "content": "bad", "tier": "?"}]
+    )
+    assert result["stored"] == [{"n": 1}] and len(result["errors"]) == 1
+    assert result["errors"][0].startswith("entries[1]: ")
+
+
+def test_a_session_has_a_working_tier_and_closes_with_its_block(memory):
+    with memory.session() as s:
+        s.store("scratch", key="w", tier="working")
+        assert [e["tier"] for e in s.retrieve("scratch")["entries"]] == ["working"]
+        assert memory.retrieve("scratch")["total"] == 0  # outside the session: no working tier
+    with pytest.raises(NotFound):
+        s.retrieve("scratch")
+    s.close()  # closing again changes nothing
+
+
+def test_a_persisted_session_is_seen_by_another_memory_on_the_store(memory, home):
+    s = memory.session(persist=True)
+    s.store("shared scratch", key="w", tier="working")
+    with Memory(home=home) as other:  # as another process would
+        assert [x["memory_id"] for x in other.sessions()] == [s.memory_id]
+        again = other.session(s.memory_id)
+        assert [e["content"] for e in again.retrieve(tier="working")["entries"]] == ["shared scratch"]
+        other.close_session(s.memory_id)
+    assert memory.sessions() == []
+    with pytest.raises(NotFound):
+        s.store("late", key="x", tier="working")
+
+
+def test_key_values(memory):
+    assert memory.kv.set("user", {"name": "Ada"})["value"] == {"name": "Ada"}
+    assert memory.kv.get("user") == {"name": "Ada"}
+    assert memory.kv.record("user")["key"] == "user"
+    assert memory.kv.get("nobody", "fallback") == "fallback"
+    with pytest.raises(NotFound):
+        memory.kv.get("nobody")
+    memory.kv.set("later", 2)
+    assert [r["key"] for r in memory.kv.list()] == ["later", "user"]
+    assert [r["key"] for r in memory.kv.list(limit=1, offset=1)] == ["user"]
+    assert memory.kv.delete("user") == {"key": "user", "deleted": True}
+    with pytest.raises(NotFound):
+        memory.kv.delete("user")
+
+
+@pytest.mark.parametrize("group", ["json", "todos"])
+def test_json_and_todo_documents(memory, group):
+    documents = getattr(memory, group)
+    body = "todo" if group == "todos" else "json"
+    saved = documents.save({"title": "a", "priority": 1}, metadata={"owner": "ada"})
+    documents.save({"title": "b", "priority": 3})
+    updated = documents.update(saved["memoryId"], {"title": "a2", "priority": 2})
+    assert updated[body]["title"] == "a2" and updated["metadata"] == {"owner": "ada"}
+    assert [d[body]["title"] for d in documents.list({"priority": {"$gte": 2}})] == ["a2", "b"]
+    assert [d[body]["title"] for d in documents.list({"owner": "ada"})] == ["a2"]
+    assert documents.delete(saved["memoryId"])["deleted"] is True
+    with pytest.raises(NotFound):
+        documents.update(saved["memoryId"], {"title": "gone"})
+    with pytest.raises(InvalidInput):
+        documents.save(["not", "an", "object"])  # type: ignore[arg-type]
+
+
+def test_markdown(memory):
+    note = memory.markdown.save("# A", metadata={"topic": "t"})
+    assert memory.markdown.update(note["memoryId"], "# B")["metadata"] == {"topic": "t"}
+    assert memory.markdown.update(note["memoryId"], "# C", metadata={"topic": "u"})["metadata"] == {"topic": "u"}
+    assert [n["markdown"] for n in memory.markdown.list({"topic": "u"})] == ["# C"]
+    memory.markdown.delete(note["memoryId"])
+    assert memory.markdown.list() == []
+
+
+def test_episodes(memory):
+    log = memory.episodes.create("release", swarm_id="swarm-1")
+    first = memory.episodes.append(log["memoryId"], "test_run", {"failed": 1}, tags=["ci"], team_id="qa")
+    assert first["emitting_agent_id"] == "default"
+    memory.episodes.append(log["memoryId"], "deploy", "staging", agent="deployer")
+    assert [e["event_type"] for e in memory.episodes.query(log["memoryId"])] == ["test_run", "deploy"]
+    assert [e["payload"] for e in memory.episodes.query(swarm_id="swarm-1", agent="deployer")] == ["staging"]
+    assert len(memory.episodes.query(log["memoryId"], tags=["ci"], team_id="qa", last_count=5)) == 1
+    assert memory.episodes.event_types(swarm_id="swarm-1") == ["test_run", "deploy"]
+    assert memory.episodes.get(log["memoryId"])["eventCount"] == 2
+    assert memory.episodes.rename(log["memoryId"], "release 2")["title"] == "release 2"
+    memory.episodes.archive(log["memoryId"])
+    with pytest.raises(Conflict):
+        memory.episodes.append(log["memoryId"], "late", "refused")
+    assert memory.episodes.list() == []
+    assert [x["title"] for x in memory.episodes.list(include_archived=True)] == ["release 2"]
+    assert memory.episodes.unarchive(log["memoryId"])["archived"] is False
+    assert memory.episodes.delete(log["memoryId"])["deletedEvents"] == 2
+
+
+def test_persistent(memory):
+    memory.store("Pixel the greyhound loves cheese", key="pet", tier="semantic")
+    config = memory.persistent.create(
+        "pets", {"source_type": "vectordb", "source_id": "default"}, {"format": "text"}, inputs_scope=["home"]
+    )
+    found = memory.persistent.retrieve(config["id"], query="greyhound", keywords=["cheese"])
+    assert [i["content"] for i in found["items"]] == ["Pixel the greyhound loves cheese"]
+    assert "greyhound" in found["contribution"]
+    assert [c["id"] for c in memory.persistent.list(input_scope="home")] == [config["id"]]
+    assert memory.persistent.update(config["id"], status="disabled")["status"] == "disabled"
+    assert memory.persistent.list(active_only=True) == []
+    with pytest.raises(Conflict):
+        memory.persistent.retrieve(config["id"])
+    assert memory.persistent.get(config["id"])["label"] == "pets"
+    memory.persistent.delete(config["id"])
+    with pytest.raises(NotFound):
+        memory.persistent.get(config["id"])
+    with pytest.raises(InvalidInput):
+        memory.persistent.create("bad", {"source_type": "nowhere", "source_id": "x"}, {"format": "text"})
+
+
+def test_graph(memory, tmp_path):
+    people = [{"name": "Ada", "entityType": "person", "observations": ["writes Python"]}]
+    assert memory.graph.create_entities(people) == people
+    memory.graph.create_entities([{"name": "Acme", "entityType": "company"}])
+    memory.graph.create_relations([{"from": "Ada", "to": "Acme", "relationType": "works_at"}])
+    memory.graph.add_observations([{"entityName": "Acme", "contents": ["makes anvils"]}])
+    assert [e["name"] for e in memory.graph.search("anvils")["entities"]] == ["Acme"]
+    memory.graph.delete_observations([{"entityName": "Acme", "observations": ["makes anvils"]}])
+    assert memory.graph.open(["Acme"])["entities"][0]["observations"] == []
+    assert memory.graph.delete_relations([{"from": "Ada", "to": "Acme", "relationType": "works_at"}]) == {
+        "deletedRelations": 1
+    }
+    assert [e["name"] for e in memory.graph.read(limit=1, offset=1)["entities"]] == ["Ada"]
+    assert memory.graph.delete_entities(["Acme"]) == {"deletedEntities": 1, "deletedRelations": 0}
+    jsonl = tmp_path / "memory.jsonl"
+    jsonl.write_text(
+        '{"type": "entity", "name": "Bob", "entityType": "person", "observations": []}\n'
+        '{"type": "relation", "from": "Bob", "to": "Ada", "relationType": "knows"}\n'
+    )
+    first = memory.graph.import_jsonl(jsonl)  # a path
+    again = memory.graph.import_jsonl(jsonl.read_text().splitlines())  # or the lines
+    assert (first["entities"], first["relations"], again["entities"], again["relations"]) == (1, 1, 0, 0)
+    assert memory.graph.read()["relations"] == [{"from": "Bob", "to": "Ada", "relationType": "knows"}]
+
+
+def test_a_view_works_in_another_namespace_and_closes_nothing(memory):
+    other = memory.using(namespace="other", agent="bot")
+    other.kv.set("k", "there")
+    other.store("in other", key="e")
+    assert (other.namespace, other.agent) == ("other", "bot")
+    with pytest.raises(NotFound):
+        memory.kv.get("k")
+    assert memory.retrieve()["total"] == 0
+    other.close()
+    assert memory.using(namespace="other").kv.get("k") == "there"  # the store is still open
+    with pytest.raises(InvalidInput):
+        memory.using(namespace="")
+    with pytest.raises(InvalidInput):
+        Memory(agent="x" * 2000)  # over the 1024 characters a name may have
+
+
+def test_the_with_block_closes_the_store_once(home):
+    closed = []
+    with pytest.raises(RuntimeError), Memory(home=home) as m:
+        real_close = m.service.close
+        m.service.close = lambda: closed.append(real_close())  # type: ignore[method-assign]
+        m.using(namespace="view").close()
+        assert closed == []
+        raise RuntimeError("the block failed")
+    assert closed == [None]
+    m.close()
+    assert closed == [None]
+
+
+def test_upkeep(memory, tmp_path):
+    memory.store("kept", key="a")
+    memory.kv.set("k", 1)
+    memory.using(namespace="second").kv.set("k", 2)
+    assert {n["namespace"]: n["entries"] for n in memory.namespaces()} == {"default": 2, "second": 1}
+    assert sum(row["entries"] for row in memory.stats("default")) == 2
+    dump = tmp_path / "dump.ndjson"
+    lines = memory.export_to(dump)
+    assert lines == len(list(memory.export())) == len(dump.read_bytes().splitlines()) > 0
+    assert stat.S_IMODE(os.stat(dump).st_mode) == 0o600
+    memory.delete_namespace("default")
+    assert memory.import_from(dump, dry_run=True)["new"] > 0
+    assert memory.retrieve()["total"] == 0  # a dry run changes nothing
+    memory.import_from(dump)
+    assert memory.retrieve()["entries"][0]["content"] == "kept" and memory.kv.get("k") == 1
+    assert memory.import_records(memory.export())["new"] == 0
+    assert memory.doctor() == []
+    assert memory.reindex("hash")["embedder"] == "hash"
+
+
+def test_gc_purges_what_expired(memory, home):
+    memory.store("short-lived words", key="brief", ttl=1)
+    clock.set_offset(10)
+    assert memory.retrieve(keys="brief")["total"] == 0  # expired: invisible at once
+    assert stored_anywhere(home, "short-lived words")  # but still kept until the upkeep
+    assert memory.gc() >= 1
+    assert not stored_anywhere(home, "short-lived words")
+
+
+def test_the_store_argument_picks_the_backend(backend, home, tmp_path, monkeypatch):
+    url = os.environ.get("MEM_STORE", "")  # "" (files under home), or this test's database
+    monkeypatch.delenv("MEM_STORE", raising=False)
+    with Memory(home=home, store=url) as m:
+        assert m.url.startswith("postgresql://") == (backend == "postgres")
+        m.kv.set("where", "here")
+    with Memory(home=tmp_path / "elsewhere", store=url) as m:
+        shared = m.kv.get("where", None) == "here"
+    assert shared == (backend == "postgres")  # a database serves every home; files belong to theirs
+    with pytest.raises(InvalidInput):
+        Memory(home=home, store="mysql://somewhere/db")
+
+
+def test_the_groups_are_attributes(memory):
+    for name, group in GROUPS.items():
+        assert isinstance(getattr(memory, name), group), name
+
+
+def test_every_cli_command_has_its_python_method():
+    from a2e_mem.cli import reference
+
+    commands = {name.removeprefix("mem ") for name, _ in reference.commands()}
+    servers = {"demo", "serve-stdio", "serve-mcp", "ui"}  # processes, not operations
+    assert commands - servers == set(CLI_TO_API)
+    for path in CLI_TO_API.values():
+        group, _, method = path.rpartition(".")
+        assert callable(getattr(GROUPS[group] if group else Memory, method)), path
+
+
+GROUPS = {"kv": api.KeyValues, "json": api.Documents, "todos": api.Documents}
+GROUPS |= {"markdown": api.Markdown, "episodes": api.Episodes, "persistent": api.Persistent}
+GROUPS |= {"graph": api.Graph}
+
+# `mem COMMAND` -> the Python method that does it
+CLI_TO_API = {
+    "init": "session", "store": "store", "retrieve": "retrieve", "forget": "forget",
+    "session list": "sessions", "session close": "close_session",
+    "set": "kv.set", "get": "kv.get", "delete": "kv.delete", "keys": "kv.list",
+    **{f"{cli} {verb}": f"{api}.{verb}" for cli, api in (("json", "json"), ("todo", "todos"), ("markdown", "markdown"))
+       for verb in ("save", "update", "delete", "list")},
+    **{f"episodic {verb}": f"episodes.{verb}" for verb in ("create", "list", "get", "append", "query", "archive",
+                                                            "unarchive", "delete", "rename")},
+    "episodic event-types": "episodes.event_types",
+    **{f"persistent {verb}": f"persistent.{verb}" for verb in ("create", "get", "list", "update", "delete",
+                                                                "retrieve")},
+    "kg create": "graph.create_entities", "kg relate": "graph.create_relations", "kg observe": "graph.add_observations",
+    "kg forget-observation": "graph.delete_observations", "kg delete": "graph.delete_entities",
+    "kg unrelate": "graph.delete_relations", "kg search": "graph.search", "kg open": "graph.open",
+    "kg read": "graph.read", "kg import": "graph.import_jsonl",
+    "gc": "gc", "export": "export_to", "import": "import_from", "stats": "stats", "namespaces": "namespaces",
+    "namespaces delete": "delete_namespace", "reindex": "reindex", "doctor": "doctor",
+}  # fmt: skip
