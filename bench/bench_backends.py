@@ -179,7 +179,7 @@ class Store:
         return shown_url(self.url) if self.url else f"--home {self.home}"
 
     def service(self):  # type: ignore[no-untyped-def]
-        from store.service import MemoryService
+        from a2e_mem.service import MemoryService
 
         return MemoryService(self.home, store=self.url or "")
 
@@ -300,8 +300,8 @@ def top_ids(parts, k: int = 10) -> tuple[set[str], str]:  # type: ignore[no-unty
 def recall_figure(store: Store, n_queries: int) -> dict[str, float | str]:
     """Vector-only top-10 as shipped against exact top-10 (every row scored), both through the
     seam, so the same code measures both backends."""
-    from store import clock
-    from store.backends.base import Filters
+    from a2e_mem import clock
+    from a2e_mem.backends.base import Filters
 
     svc = store.service()
     try:
@@ -319,7 +319,7 @@ def recall_figure(store: Store, n_queries: int) -> dict[str, float | str]:
 
 
 def live_entries(store: Store, namespaces: list[str]) -> int:
-    from store import clock
+    from a2e_mem import clock
 
     svc = store.service()
     try:
@@ -442,7 +442,7 @@ def _cell(fmt: str, value: float | str | None) -> str:
 
 
 def postgres_available() -> bool:
-    return importlib.util.find_spec("store.backends.postgres") is not None
+    return importlib.util.find_spec("a2e_mem.backends.postgres") is not None
 
 
 @contextlib.contextmanager

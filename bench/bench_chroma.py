@@ -67,7 +67,7 @@ Row = tuple[str, float | None, float | None, bool]  # figure, mem, chroma, highe
 
 def embed(texts: list[str]) -> tuple[np.ndarray, float]:
     """mem's vectors for `texts`, and the embedder's seconds (loaded and warmed beforehand)."""
-    from store.embed import get_embedder
+    from a2e_mem.embed import get_embedder
 
     embedder = get_embedder("static")
     embedder.embed(texts[:10])
@@ -118,7 +118,7 @@ def chroma_add(path: Path, data: list[dict], vectors: np.ndarray):
 
 def in_process_queries(home: Path, collection, texts: list[str], vectors: np.ndarray) -> dict[str, list[float]]:
     """Per-query seconds of mem's retrieve and Chroma's query, alternating, after one warm-up pass."""
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     svc = MemoryService(home, checkpoints="off")
     scope = svc.scope(NS)
@@ -168,7 +168,7 @@ def fresh_processes(home: Path, chroma_path: Path, text: str, vector: np.ndarray
 
 
 def one_size(base: Path, n: int, n_queries: int, runs: int) -> list[Row]:
-    from store.schemas import entry_text
+    from a2e_mem.schemas import entry_text
 
     data = entries(n)
     texts = queries(n_queries)

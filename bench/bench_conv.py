@@ -5,12 +5,12 @@ the shipped hybrid, per question type and overall.
                                [--modes hybrid,lexical,vector] [--json results.json]
 
 Each conversation goes into a fresh store (its own `MEM_HOME`) through `mem serve-stdio` (this
-checkout's, `python -m cli.main serve-stdio`; `MEM_BENCH_BIN` names another `mem`): each turn is
+checkout's, `python -m a2e_mem.cli.main serve-stdio`; `MEM_BENCH_BIN` names another `mem`): each turn is
 a semantic A2E entry keyed by its turn id whose content is {"speaker", "text", "date"} (the
 session's date), stored in `memory/store` batches of 200. Each question is one
 `memory/retrieve` with its text as `query` and `limit` 50.
 
-The modes differ only in the fusion weight (`store.backends.base.VECTOR_WEIGHT`): "hybrid
+The modes differ only in the fusion weight (`a2e_mem.backends.base.VECTOR_WEIGHT`): "hybrid
 (shipped)" is the server as shipped; "lexical alone" (weight 0, rank by BM25) and "vector alone"
 (weight 1, rank by cosine) run the same `serve-stdio` on the same store, started by a two-line
 launcher that sets the weight before the CLI starts. Every query is on the wire in every mode.
@@ -47,8 +47,8 @@ MODES = {  # name -> vector weight (None: as shipped)
     "vector": ("vector alone", 1.0),
 }
 LAUNCHER = (
-    "import os, store.backends.base as base; base.VECTOR_WEIGHT = float(os.environ['MEM_BENCH_VECTOR_WEIGHT']); "
-    "from cli.main import run; run()"
+    "import os, a2e_mem.backends.base as base; base.VECTOR_WEIGHT = float(os.environ['MEM_BENCH_VECTOR_WEIGHT']); "
+    "from a2e_mem.cli.main import run; run()"
 )
 
 
@@ -57,7 +57,7 @@ def server_cmd(weight: float | None) -> list[str]:
         return [sys.executable, "-c", LAUNCHER, "serve-stdio"]
     if os.environ.get("MEM_BENCH_BIN"):
         return [os.environ["MEM_BENCH_BIN"], "serve-stdio"]
-    return [sys.executable, "-m", "cli.main", "serve-stdio"]
+    return [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"]
 
 
 class Server:

@@ -30,8 +30,8 @@ def event(i: int) -> dict:
 
 def build_log(svc, n: int) -> str:
     """A memory holding `n` events, written in batches and checkpointed."""
-    from store.ops.episodes import _event, _event_id
-    from store.timefmt import iso
+    from a2e_mem.ops.episodes import _event, _event_id
+    from a2e_mem.timefmt import iso
 
     mid = svc.episodic_memory_create(f"log of {n}")["memoryId"]
     events = svc._events("default", mid)
@@ -44,7 +44,7 @@ def build_log(svc, n: int) -> str:
 
 
 def measure(n: int, appends: int, runs: int) -> dict[str, float]:
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     home = Path(tempfile.mkdtemp(prefix="mem-episodic-"))
     os.environ["MEM_HOME"] = str(home)

@@ -57,7 +57,7 @@ TARGETS = {
 
 LIBRARY_WRITER = """
 import sys
-from store.service import MemoryService
+from a2e_mem.service import MemoryService
 worker, count, namespace, agent, tiers = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 svc = MemoryService()
 scope = svc.scope(namespace, agent)
@@ -110,7 +110,7 @@ def key_list(keys: set[tuple[str, str]]) -> list[dict[str, str]]:
 
 def count_present(home: Path, namespace: str, keys: set[tuple[str, str]]) -> int:
     """How many of `keys` a fresh process finds in the namespace (semantic, and bench's episodic)."""
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     if not keys:
         return 0
@@ -277,14 +277,14 @@ def kill_stdio_writer(home: Path, args: argparse.Namespace, run: int, rng: rando
 
 def kill_checkpoint(home: Path, args: argparse.Namespace, folder: Path, rng: random.Random) -> None:
     """A checkpoint process killed once its temporary folder exists (mid-build), or earlier."""
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     svc = MemoryService(home)  # one more write, so that the checkpoint has work to do
     more = {"key": {"w": "big", "i": uuid.uuid4().hex}, "content": "one more", "tier": "semantic"}
     svc.store(svc.scope("big", "bench"), [more])
     svc.close()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "store.backends.files.checkpoint", str(home), str(folder)], env=env_for(home)
+        [sys.executable, "-m", "a2e_mem.backends.files.checkpoint", str(home), str(folder)], env=env_for(home)
     )
     if rng.random() < 0.7:
         deadline = time.monotonic() + 60
@@ -298,7 +298,7 @@ def kill_checkpoint(home: Path, args: argparse.Namespace, folder: Path, rng: ran
 
 
 def crash(base: Path, args: argparse.Namespace) -> dict[str, float]:
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     home = base / "crash"
     rng = random.Random(args.seed)
@@ -464,7 +464,7 @@ def wrong(reply: dict, expect: dict) -> bool:
 
 
 def fuzz(base: Path, args: argparse.Namespace) -> dict[str, float]:
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     home = base / "fuzz"
     rng = random.Random(args.seed)

@@ -65,8 +65,8 @@ def bulk_load(home: Path, n: int) -> dict[str, float]:
         mem_cmd("--quiet", "store", "-", "--namespace", NS), input=body, env=env, stdout=subprocess.DEVNULL, check=True
     )
     bulk = time.perf_counter() - start
-    from store.embed import get_embedder
-    from store.schemas import entry_text
+    from a2e_mem.embed import get_embedder
+    from a2e_mem.schemas import entry_text
 
     embedder = get_embedder(env.get("MEM_EMBEDDER") or "static")
     texts = [entry_text(e) for e in data]
@@ -134,9 +134,9 @@ def cli_figures(home: Path, runs: int) -> dict[str, float]:
 
 def recall_figure(home: Path, n_queries: int = 300) -> dict[str, float]:
     """Vector-only top-10 through the index plus the delta, against exact search over the same rows."""
-    from store import clock
-    from store.backends.files.search import Filters, search
-    from store.service import MemoryService
+    from a2e_mem import clock
+    from a2e_mem.backends.files.search import Filters, search
+    from a2e_mem.service import MemoryService
 
     svc = MemoryService(home)
     shard = svc.engine.shard(NS, "semantic", schema="entries")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import statistics
@@ -58,15 +59,29 @@ def mem_cmd(*args: str) -> list[str]:
     `pip install .` (an editable install routes every import through its finder, ~100 ms a
     process), ideally in an environment of its own, as users install a tool: a Python
     environment holding many packages makes every process start slower."""
+    check_installed_checkout()
     script = Path(os.environ.get("MEM_BENCH_BIN") or Path(sys.executable).parent / "mem")
-    return [str(script), *args] if script.exists() else [sys.executable, "-m", "cli.main", *args]
+    return [str(script), *args] if script.exists() else [sys.executable, "-m", "a2e_mem.cli.main", *args]
+
+
+@functools.cache
+def check_installed_checkout() -> None:
+    """Stop unless the `a2e_mem` this Python imports is this checkout's (`pip install -e .`):
+    the package is installed from store/ and cli/ under another name, so a checkout cannot be
+    put on PYTHONPATH, and a bench must not time some other installed version unawares."""
+    if os.environ.get("MEM_BENCH_BIN"):
+        return  # timing another `mem` on purpose
+    try:
+        import a2e_mem
+    except ImportError:
+        raise SystemExit(f"bench: a2e_mem is not installed here: pip install -e {ROOT}") from None
+    if Path(a2e_mem.__file__).resolve().parent != ROOT / "store":
+        raise SystemExit(f"bench: a2e_mem here is {a2e_mem.__file__}, not this checkout's: pip install -e {ROOT}")
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a `mem` process on `home`. PYTHONPATH leads with this checkout, so
-    that the code measured is the code beside this file, whatever `mem` is installed."""
-    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "MEM_HOME": str(home), "PYTHONPATH": pythonpath}
+    """The environment of a `mem` process on `home` (see `check_installed_checkout`)."""
+    env = {**os.environ, "MEM_HOME": str(home)}
     env.update(extra)
     return env
 

@@ -659,7 +659,7 @@ def conversation(index: int, rng: random.Random, speakers: list[str]) -> Convers
 def check_open_domain(conv: dict) -> None:
     """Open-domain questions share no stemmed content word with their evidence text (the speaker's
     name aside), as the store's lexical index sees words."""
-    from store.lexical import terms
+    from a2e_mem.lexical import terms
 
     turns = {t["id"]: t for t in conv["turns"]}
     names = set(terms(" ".join(conv["speakers"])))

@@ -151,7 +151,7 @@ class Model:
 
 
 def mem_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.main", *args]
+    return [sys.executable, "-m", "a2e_mem.cli.main", *args]
 
 
 def store_env(home: Path, checkpoint_bytes: int) -> dict[str, str]:

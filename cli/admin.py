@@ -53,7 +53,7 @@ def serve_mcp(
         from .errors import CliError
 
         raise CliError("serve-mcp needs the MCP SDK: pip install 'a2e-mem[mcp]'", 1) from None
-    from store.ops.a2e import check_name
+    from a2e_mem.ops.a2e import check_name
 
     from . import mcp_server
 

@@ -1,6 +1,6 @@
 """Shell completion: the scripts in completions/ and the value completers.
 
-    python -m cli.completion     rewrites completions/mem.bash, completions/_mem, completions/mem.fish
+    python -m a2e_mem.cli.completion     rewrites completions/mem.bash, completions/_mem, completions/mem.fish
 
 The scripts come from Typer's completion support: they call `mem` back (with `_MEM_COMPLETE`
 set) to complete commands, options and values, so they stay valid as commands change; a test
@@ -25,7 +25,7 @@ def script(shell: str) -> str:
 def complete_namespace(incomplete: str) -> list[str]:
     import orjson
 
-    from store.paths import default_home
+    from a2e_mem.paths import default_home
 
     names = []
     for path in (default_home() / "ns").glob("*/namespace.json"):
@@ -37,7 +37,7 @@ def complete_namespace(incomplete: str) -> list[str]:
 
 
 def complete_session(incomplete: str) -> list[str]:
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     return [s["id"] for s in MemoryService().sessions() if s["id"].startswith(incomplete)]
 

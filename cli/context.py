@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
 
 @dataclass
@@ -22,7 +22,7 @@ class State:
     @property
     def service(self) -> MemoryService:
         if self._service is None:
-            from store.service import MemoryService
+            from a2e_mem.service import MemoryService
 
             self._service = MemoryService(self.home, embedder=self.embedder, store=self.store, pooled=self.pooled)
         return self._service

@@ -34,7 +34,7 @@ def invalid_input(message: str) -> NoReturn:
 
 def report(exc: BaseException) -> int:
     """Print `exc` as `mem: error: ...` and return its exit code."""
-    from store.errors import MemError
+    from a2e_mem.errors import MemError
 
     from .arguments import shown
 

@@ -45,6 +45,7 @@ COMMANDS = {
     "demo": ("admin", "demo"),
     "serve-stdio": ("admin", "serve_stdio"),
     "serve-mcp": ("admin", "serve_mcp"),
+    "mcp-config": ("mcp_config", "mcp_config"),
     "ui": ("ui", "ui"),
 }
 

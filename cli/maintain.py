@@ -25,7 +25,7 @@ def export(
 ) -> None:
     """Write a lossless, diffable NDJSON dump (sorted lines, sorted keys; expired entries and
     working tiers left out). A file is written readable by its owner only, like the store."""
-    from store.paths import private_file
+    from a2e_mem.paths import private_file
 
     lines = state.service.export(namespace)
     out = sys.stdout.buffer if output == "-" else private_file(output)

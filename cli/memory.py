@@ -80,15 +80,15 @@ def store(
 
 def default_key(content: str) -> dict[str, str]:
     """A hash of the content (see `content_key`); redaction on from `--redact` / `MEM_REDACT`."""
-    from store.config import env_flag
-    from store.ops.a2e import content_key
+    from a2e_mem.config import env_flag
+    from a2e_mem.ops.a2e import content_key
 
     return content_key(content, env_flag("MEM_REDACT"))
 
 
 def read_ndjson(stream) -> list[dict]:  # type: ignore[no-untyped-def]
     """One JSON object per line; blank lines skipped; a bad line names its number (exit 4)."""
-    from store.ndjson import objects
+    from a2e_mem.ndjson import objects
 
     return [value for _, value in objects(stream)]
 

@@ -142,7 +142,7 @@ def _timestamp(value: Any) -> float | None:
     """Unix seconds of a time value: a number, or an ISO 8601 string."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    from store.ops.filters import parse_time
+    from a2e_mem.ops.filters import parse_time
 
     return parse_time(value)
 

@@ -1,7 +1,7 @@
 """The command reference in README.md, generated from the app so that it cannot drift.
 
-python -m cli.reference          rewrites the block between the markers in README.md
-python -m cli.reference --check  exits 1 if it is out of date (the tests run the same check)
+python -m a2e_mem.cli.reference          rewrites the block between the markers in README.md
+python -m a2e_mem.cli.reference --check  exits 1 if it is out of date (the tests run the same check)
 """
 
 from __future__ import annotations

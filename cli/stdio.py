@@ -50,7 +50,7 @@ def _skip_rest_of_line(stream: BinaryIO) -> None:
 
 def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = None) -> int:  # type: ignore[no-untyped-def]
     """Answer requests until end of input or `shutdown`."""
-    from store.protocol import Protocol, error, request_id
+    from a2e_mem.protocol import Protocol, error, request_id
 
     protocol = Protocol(service, auth_secret)
     limit = service.config.base.max_line_bytes
@@ -79,7 +79,7 @@ def _encode(response: dict, error) -> bytes:  # type: ignore[no-untyped-def]
     try:
         return orjson.dumps(response)
     except TypeError as exc:  # orjson.JSONEncodeError
-        from store.log import logger
+        from a2e_mem.log import logger
 
         logger("stdio").exception("reply to %s could not be encoded", response.get("req_id"))
         req_id = response.get("req_id") if isinstance(response.get("req_id"), str) else ""

@@ -1,4 +1,4 @@
-"""`mem`'s library. Its Python API is `Memory` (see `store/api.py`): `from store import Memory`.
+"""`mem`'s library. Its Python API is `Memory` (see `store/api.py`): `from a2e_mem import Memory`.
 
 The names below are loaded on first use, so that importing a small module of the package
 (`store.clock`, ...) does not load the whole store: the CLI's help and completion stay fast.

@@ -1,7 +1,7 @@
 """The Python API: `Memory`, one object for everything `mem` does.
 
     >>> import tempfile
-    >>> from store import Memory
+    >>> from a2e_mem import Memory
     >>> with Memory(home=tempfile.mkdtemp()) as m:
     ...     m.store("The user prefers dark mode", key="theme", tier="semantic")
     ...     m.store("Flying to Lisbon in June for a conference", key="trip")
@@ -52,7 +52,7 @@ StoreUnavailable   runtime_error       7          the database is down or refuse
 Damaged            runtime_error       1          a file failed its checksum: `doctor(repair)`
 =================  ==================  =========  ===============================================
 
-    >>> from store import Memory, NotFound
+    >>> from a2e_mem import Memory, NotFound
     >>> m = Memory(home=tempfile.mkdtemp())
     >>> try:
     ...     m.kv.get("nothing here")

@@ -1,6 +1,6 @@
 """A LangGraph long-term memory store backed by `mem`: `MemStore`, a `langgraph` `BaseStore`.
 
-    from store.langgraph import MemStore
+    from a2e_mem.langgraph import MemStore
 
     memories = MemStore(home="~/.agent-memory")           # or MemStore(store="postgresql://...")
     graph = builder.compile(store=memories)                # nodes take `store: BaseStore`
@@ -75,7 +75,7 @@ try:
         tokenize_path,
     )
 except ImportError as exc:  # pragma: no cover - the message is the point
-    raise ImportError("store.langgraph needs LangGraph: pip install 'a2e-mem[langgraph]'") from exc
+    raise ImportError("a2e_mem.langgraph needs LangGraph: pip install 'a2e-mem[langgraph]'") from exc
 
 from . import clock
 from .backends.base import Filters, Scope

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from store import clock
+from a2e_mem import clock
 
 BOTH_BACKENDS = {
     "test_service",
@@ -25,6 +25,7 @@ BOTH_BACKENDS = {
     "test_cli_codebolt",
     "test_stdio",
     "test_mcp",
+    "test_mcp_config",
     "test_audit_security",
     "test_transfer",
     "test_ui_http",
@@ -79,7 +80,7 @@ def home(isolated_store):
 
 @pytest.fixture
 def service(home):
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     svc = MemoryService(home)
     yield svc

@@ -12,9 +12,9 @@ import numpy as np
 import orjson
 import pytest
 
-from store.errors import InvalidInput
-from store.protocol import auth_token
-from store.service import MemoryService
+from a2e_mem.errors import InvalidInput
+from a2e_mem.protocol import auth_token
+from a2e_mem.service import MemoryService
 
 from .test_audit_wire import Wire, msg
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def mem(home: Path, *args: str, stdin: bytes = b"", **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, cwd=REPO, timeout=60,
+        [sys.executable, "-m", "a2e_mem.cli.main", *args], input=stdin, capture_output=True, cwd=REPO, timeout=60,
         env={**os.environ, "MEM_HOME": str(home), **env},
     )  # fmt: skip
 
@@ -131,7 +131,7 @@ def test_descriptors_that_name_another_namespace_or_shard_are_damage(home):
 
 
 def test_failed_checkpoints_do_not_add_a_journal_each(home, monkeypatch):
-    from store.backends.files import checkpoint
+    from a2e_mem.backends.files import checkpoint
 
     svc, seg = checkpointed_store(home)
     monkeypatch.setattr(checkpoint, "_build", lambda *a, **k: (_ for _ in ()).throw(OSError(27, "File too large")))
@@ -160,7 +160,7 @@ def test_a_query_embedded_after_another_process_reindexed_does_not_crash(home, m
     """Found by the interleaving test in CI: the shards were read with the old embedder, then the
     query was embedded with the new one (store.json changed in between): numpy refused the
     product. The shard is ranked by words until it is read again."""
-    from store.backends.files.search import Filters, search
+    from a2e_mem.backends.files.search import Filters, search
 
     monkeypatch.delenv("MEM_EMBEDDER")
     svc = MemoryService(home, embedder="hash")

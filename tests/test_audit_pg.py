@@ -18,7 +18,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from store.protocol import auth_token  # noqa: E402
+from a2e_mem.protocol import auth_token  # noqa: E402
 from tests.pg import fresh_database  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def env_for(url: str, home: Path, **extra: str) -> dict[str, str]:
 
 def mem(url: str, home: Path, *args: str, stdin: bytes = b"", **extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, cwd=REPO, timeout=60,
+        [sys.executable, "-m", "a2e_mem.cli.main", *args], input=stdin, capture_output=True, cwd=REPO, timeout=60,
         env=env_for(url, home, **extra),
     )  # fmt: skip
 
@@ -59,7 +59,7 @@ class Wire:
 
     def __init__(self, url: str, home: Path, **extra: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve-stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, cwd=str(REPO), env=env_for(url, home, **extra),
         )  # fmt: skip
 
@@ -85,8 +85,9 @@ class Mcp:
 
     def __init__(self, url: str, home: Path, *args: str, **extra: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve-mcp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=str(REPO), env=env_for(url, home, **extra),
+            [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=str(REPO), env=env_for(url, home, **extra),
         )  # fmt: skip
         self.n = 0
         self.rpc(

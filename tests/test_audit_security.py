@@ -20,17 +20,17 @@ from typing import Any
 import orjson
 import pytest
 
-from store.protocol import auth_token
-from store.service import MemoryService
+from a2e_mem.protocol import auth_token
+from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "audit-s3cret"
-CAP = 256  # sessions a connection (or an MCP server) holds at most: store.ops.a2e.SESSIONS_PER_CONNECTION
+CAP = 256  # sessions a connection (or an MCP server) holds at most: a2e_mem.ops.a2e.SESSIONS_PER_CONNECTION
 
 
 def mem(*args: str, env: dict[str, str] | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "a2e_mem.cli.main", *args],
         cwd=ROOT,
         env={**os.environ, **(env or {})},
         input=input,
@@ -48,7 +48,7 @@ class Stdio:
         """`token`: the auth_token to present (default: the right one, and the handshake must pass)."""
         env = {**os.environ, **({"MEM_AUTH_SECRET": secret} if secret else {}), **(env or {})}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve-stdio"],
+            [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,
@@ -204,7 +204,7 @@ def mcp_run(home: Path, args: list[str], calls: list[tuple[str, dict[str, Any]]]
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "cli.main", "serve-mcp", *args],
+        args=["-m", "a2e_mem.cli.main", "serve-mcp", *args],
         env={**os.environ, **(env or {})},
         cwd=str(ROOT),
     )
@@ -464,7 +464,7 @@ def test_codebolt_tools_check_namespaces_like_the_entry_path(home):
 
 @pytest.mark.parametrize("source_type", ["vectordb", "kv", "kg"])
 def test_a_persistent_memory_cannot_read_the_reserved_namespace(service, source_type):
-    from store.errors import InvalidInput
+    from a2e_mem.errors import InvalidInput
 
     retrieval = {"source_type": source_type, "source_id": "\u0000system"}
     service.persistent_memory_create("sys", retrieval, {"format": "json"}, id="pm-sys")
@@ -484,7 +484,7 @@ def test_a_connection_holds_a_bounded_number_of_sessions(home):
         assert gone["type"] == "error" and gone["code"] == "memory_not_found", gone
         assert a.call("memory/retrieve/req", memory_id=kept, tier="working")["total"] == 1
     # and what the process holds stays bounded however many inits come
-    from store.protocol import Protocol
+    from a2e_mem.protocol import Protocol
 
     svc = MemoryService(home)
     proto = Protocol(svc)
@@ -498,7 +498,7 @@ def test_a_connection_holds_a_bounded_number_of_sessions(home):
 
 
 def test_an_mcp_server_holds_a_bounded_number_of_sessions(service):
-    from cli.mcp_server import Tools
+    from a2e_mem.cli.mcp_server import Tools
 
     tools = Tools(service, "ns", "agent-a")
     first = tools.session(None, None)
@@ -511,7 +511,7 @@ def test_an_mcp_server_holds_a_bounded_number_of_sessions(service):
 
 
 def test_the_session_cap_is_the_documented_one():
-    from store.ops.a2e import SESSIONS_PER_CONNECTION
+    from a2e_mem.ops.a2e import SESSIONS_PER_CONNECTION
 
     assert SESSIONS_PER_CONNECTION == CAP
 
@@ -549,9 +549,9 @@ def test_record_counts_stay_exact_across_processes_with_the_usage_cache(home, mo
     assert appended == [0, 0, 5, 5], appended  # exactly two more fit, whichever process wrote them
     assert (home / "ns").exists() and list((home / "ns").glob("*/usage.json"))  # the cache was used
     # a long-lived process sees another process's writes once it looks again
-    import store.backends.files.usage
+    import a2e_mem.backends.files.usage
 
-    monkeypatch.setattr(store.backends.files.usage, "RECHECK", 0.0)
+    monkeypatch.setattr(a2e_mem.backends.files.usage, "RECHECK", 0.0)
     reader, writer = MemoryService(home), MemoryService(home)
     assert reader.a2e.usage("ns", 0)[0] == count + 2
     writer.episodic_memory_append_event(logs[5], event, namespace="ns")  # past the limit here: no limit set
@@ -567,7 +567,7 @@ def test_a_deleted_namespace_starts_again_from_zero(service, monkeypatch):
     limited = MemoryService(service.home)
     for key in ("a", "b"):
         limited.memory_set(key, "v", namespace="ns")
-    from store.errors import MemoryFull
+    from a2e_mem.errors import MemoryFull
 
     with pytest.raises(MemoryFull):
         limited.memory_set("c", "v", namespace="ns")

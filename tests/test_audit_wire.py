@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from store.protocol import auth_token
+from a2e_mem.protocol import auth_token
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,8 +31,9 @@ class Wire:
 
     def __init__(self, home: Path, *args: str, **env: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve-stdio", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, cwd=str(REPO), env={**os.environ, "MEM_HOME": str(home), **env},
+            [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=str(REPO), env={**os.environ, "MEM_HOME": str(home), **env},
         )  # fmt: skip
 
     def ask(self, message: dict[str, Any] | bytes) -> dict[str, Any]:
@@ -225,7 +226,8 @@ def test_a_key_given_twice_is_stored_once_last_wins_and_the_reply_says_so(wire):
 def test_the_shell_stores_what_fits_and_exits_5_for_the_rest(home):
     lines = [{"key": {"k": i}, "content": f"entry {i}", "tier": "episodic"} for i in range(3)]
     proc = subprocess.run(
-        [sys.executable, "-m", "cli.main", "store", "-", "--format", "json"], cwd=str(REPO), capture_output=True,
+        [sys.executable, "-m", "a2e_mem.cli.main", "store", "-", "--format", "json"],
+        cwd=str(REPO), capture_output=True,
         input=b"\n".join(orjson.dumps(x) for x in lines) + b"\n", timeout=60,
         env={**os.environ, "MEM_HOME": str(home), "MEM_MAX_ENTRIES": "2"},
     )  # fmt: skip
@@ -240,7 +242,7 @@ def test_mcp_memory_store_stores_what_fits_and_a_refusal_names_each_entry(home):
 
     async def session() -> None:
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "cli.main", "serve-mcp"], cwd=str(REPO),
+            command=sys.executable, args=["-m", "a2e_mem.cli.main", "serve-mcp"], cwd=str(REPO),
             env={**os.environ, "MEM_HOME": str(home), "MEM_MAX_ENTRIES": "1"},
         )  # fmt: skip
         async with Client(params) as client:

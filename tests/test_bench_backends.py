@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from a2e_mem.backends.base import Filters
+from a2e_mem.service import MemoryService
 from bench.bench_backends import export_file, shown_url, top_ids, with_database
 from bench.bench_quality import print_comparison
-from store.backends.base import Filters
-from store.service import MemoryService
 
 
 def test_generated_export_is_what_mem_export_writes(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 from typer.testing import CliRunner
 
-from cli.main import app
-from store.service import MemoryService
+from a2e_mem.cli.main import app
+from a2e_mem.service import MemoryService
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -131,7 +131,7 @@ def test_kg_commands_and_import(home, tmp_path):
 
 def shell(*args: str) -> subprocess.CompletedProcess:
     """`mem ARGS` as a real process (MEM_HOME and the embedder come from the test's environment)."""
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run([sys.executable, "-m", "a2e_mem.cli.main", *args], capture_output=True, text=True, cwd=REPO)
 
 
 def test_persistent_spec_sample_and_create_time_checks_at_the_shell(home):
@@ -176,7 +176,7 @@ def test_list_filters_match_arrays_and_event_counts_at_the_shell(home):
     assert [m["title"] for m in listed] == ["busy"]
 
 
-# -- deleting, unarchiving, archived memories (audit items 21 and 22), through `python -m cli.main`
+# -- deleting, unarchiving, archived memories (audit items 21 and 22), through `python -m a2e_mem.cli.main`
 
 
 def record(proc: subprocess.CompletedProcess) -> dict:

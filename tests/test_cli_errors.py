@@ -2,7 +2,7 @@
 documented exit code, nothing on stdout, and the store left as it was (no file created, none
 changed). Over the wire and MCP, an OS error that passes (a full disk) is retryable.
 
-The CLI cases run `python -m cli.main` as a subprocess, with arguments and variables given as
+The CLI cases run `python -m a2e_mem.cli.main` as a subprocess, with arguments and variables given as
 bytes where they must not be UTF-8.
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from store.errors import InvalidInput
-from store.protocol import Protocol
-from store.service import MemoryService
+from a2e_mem.errors import InvalidInput
+from a2e_mem.protocol import Protocol
+from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -179,7 +179,12 @@ def test_hostile_input_is_one_line_naming_the_culprit_and_changes_nothing(name, 
     env, args, watched = prepare(case, home)
     before = snapshot(watched)
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], input=case.stdin, capture_output=True, env=env, cwd=ROOT, timeout=60
+        [sys.executable, "-m", "a2e_mem.cli.main", *args],
+        input=case.stdin,
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
     )
     stderr = out.stderr.decode("utf-8", "backslashreplace")
     assert out.returncode == case.code, stderr
@@ -192,7 +197,9 @@ def test_hostile_input_is_one_line_naming_the_culprit_and_changes_nothing(name, 
 
 def test_a_secret_that_is_not_utf8_is_not_echoed(home):
     env = {**os.environ, "MEM_AUTH_SECRET": b"s3cr3t\xff"}
-    out = subprocess.run([sys.executable, "-m", "cli.main", "serve-stdio"], capture_output=True, env=env, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"], capture_output=True, env=env, cwd=ROOT
+    )
     assert out.returncode == 4 and b"s3cr3t" not in out.stderr
 
 
@@ -201,7 +208,9 @@ def test_a_file_name_that_is_not_utf8_is_passed_on_as_bytes(home, tmp_path):
     source = os.fsencode(tmp_path) + b"/caf\xe9.md"
     Path(os.fsdecode(source)).write_text("# notes\n")
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "markdown", "save", source, "-f", "json"], capture_output=True, cwd=ROOT
+        [sys.executable, "-m", "a2e_mem.cli.main", "markdown", "save", source, "-f", "json"],
+        capture_output=True,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
     assert orjson.loads(out.stdout)["markdown"] == "# notes\n"
@@ -256,7 +265,7 @@ def test_a_full_disk_over_mcp_is_a_tool_error_that_says_retryable(home, monkeypa
     pytest.importorskip("mcp.server.mcpserver")
     from mcp import Client
 
-    from cli.mcp_server import build_server
+    from a2e_mem.cli.mcp_server import build_server
 
     async def call() -> tuple[str, bool]:
         svc = MemoryService(home)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 from typer.testing import CliRunner
 
-from cli.main import app
-from store.service import MemoryService
+from a2e_mem.cli.main import app
+from a2e_mem.service import MemoryService
 
 runner = CliRunner()
 

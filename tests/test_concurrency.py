@@ -7,12 +7,12 @@ import subprocess
 import sys
 import textwrap
 
-from store.service import MemoryService
+from a2e_mem.service import MemoryService
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
     worker, count = sys.argv[1], int(sys.argv[2])
     svc = MemoryService()
     scope = svc.scope("shared", "agent")

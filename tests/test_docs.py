@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import completion, reference
+from a2e_mem.cli import completion, reference
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -24,13 +24,13 @@ def test_every_command_has_help_and_is_documented(name, command):
 
 
 def test_readme_reference_is_up_to_date():
-    assert reference.updated(README) == README, "run: python -m cli.reference"
+    assert reference.updated(README) == README, "run: python -m a2e_mem.cli.reference"
 
 
 @pytest.mark.parametrize("shell, name", sorted(completion.FILES.items()))
 def test_completion_scripts_are_up_to_date(shell, name):
     assert (ROOT / "completions" / name).read_text(encoding="utf-8") == completion.script(shell), (
-        "run: python -m cli.completion"
+        "run: python -m a2e_mem.cli.completion"
     )
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from store import clock
-from store.errors import InvalidInput, NotFound
-from store.ops.filters import matches, path_lookup
+from a2e_mem import clock
+from a2e_mem.errors import InvalidInput, NotFound
+from a2e_mem.ops.filters import matches, path_lookup
 
 
 def test_set_get_and_overwrite_keeps_created_at(service):

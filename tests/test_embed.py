@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.embed import MiniLMEmbedder, StaticEmbedder, get_embedder
-from store.errors import InvalidInput
+from a2e_mem.embed import MiniLMEmbedder, StaticEmbedder, get_embedder
+from a2e_mem.errors import InvalidInput
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = ["The user prefers concise Python code", "We adopted a greyhound from the shelter", "", "🙂", "word " * 700]

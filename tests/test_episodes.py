@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from store import clock
-from store.errors import Conflict, InvalidInput, NotFound
+from a2e_mem import clock
+from a2e_mem.errors import Conflict, InvalidInput, NotFound
 
 
 def event(kind="user_action", agent="agent-123", **extra):

@@ -87,7 +87,7 @@ class Fleet:
     def argv(self, machine: int | str, *args: str) -> list[str]:
         """`mem ARGS` on `machine`: even machines name the store with --store, odd ones with
         MEM_STORE (see `env`), so that both ways are exercised."""
-        prefix = [sys.executable, "-m", "cli.main", "--home", str(self.home(machine))]
+        prefix = [sys.executable, "-m", "a2e_mem.cli.main", "--home", str(self.home(machine))]
         if self.url is not None and _by_flag(machine):
             prefix += ["--store", self.url]
         return [*prefix, *args]

@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.stdio import serve
-from store.messages import REQUESTS
-from store.protocol import Protocol, request_id
-from store.service import MemoryService
+from a2e_mem.cli.stdio import serve
+from a2e_mem.messages import REQUESTS
+from a2e_mem.protocol import Protocol, request_id
+from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
 STRESS = bool(os.environ.get("MEM_STRESS"))
@@ -384,7 +384,7 @@ def peak_rss_kib(pid: int) -> int:
 def test_a_64_mib_line_is_refused_without_being_held_in_memory(home):
     size, chunk = 64 << 20, 1 << 20
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve-stdio"],
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env={**os.environ, "MEM_HOME": str(home), "MEM_MAX_LINE_BYTES": str(1 << 20)},

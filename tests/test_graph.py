@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.errors import InvalidInput, NotFound
+from a2e_mem.errors import InvalidInput, NotFound
 
 ALICE = {"name": "Alice", "entityType": "person", "observations": ["speaks Portuguese", "likes green tea"]}
 ACME = {"name": "Acme", "entityType": "company", "observations": ["makes rockets"]}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from store.backends.files import search
-from store.service import MemoryService
+from a2e_mem.backends.files import search
+from a2e_mem.service import MemoryService
 
 from .conftest import entry
 

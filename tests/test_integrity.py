@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 import pytest
 
-from store.service import MemoryService
+from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINTED = 30  # entries in the checkpoint; then LATER more, one journal line each
@@ -31,7 +31,12 @@ LATER = 5
 def mem(home: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "MEM_HOME": str(home)}
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], input=stdin, capture_output=True, cwd=ROOT, env=env, timeout=120
+        [sys.executable, "-m", "a2e_mem.cli.main", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
     )
 
 
@@ -133,7 +138,7 @@ def stdio_retrieve(home: Path) -> list[dict]:
         {"type": "memory/init/req", "id": "2", "namespace": "proj", "scope": {"agent": "alice"}},
     ]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve-stdio"],
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
         env={**os.environ, "MEM_HOME": str(home)},
     )  # fmt: skip
@@ -232,7 +237,7 @@ def test_damage_is_detected_named_and_salvaged(home, what):
 
 
 def test_a_damaged_index_is_never_loaded_and_search_falls_back_to_exact(home, monkeypatch):
-    from store.backends.files import search
+    from a2e_mem.backends.files import search
 
     monkeypatch.setattr(search, "EXACT_MAX", 0)  # search these 30 checkpointed rows through the index
     monkeypatch.setattr(search, "MIN_FETCH", 1)

@@ -21,9 +21,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from store import clock
-from store.protocol import Protocol, auth_token
-from store.service import MemoryService
+from a2e_mem import clock
+from a2e_mem.protocol import Protocol, auth_token
+from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -378,7 +378,7 @@ def test_a_checkpoint_removes_expired_entries_from_disk(home):
 def mem(home: Path, *args: str, offset: float = 0) -> subprocess.CompletedProcess:
     env = {**os.environ, "MEM_HOME": str(home), "MEM_CLOCK_OFFSET": str(offset)}
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60
+        [sys.executable, "-m", "a2e_mem.cli.main", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60
     )
     assert out.returncode == 0, out.stderr
     return out
@@ -411,7 +411,7 @@ def test_serve_stdio_with_a_moved_clock_does_not_return_expired_entries(home):
     ]
     env = {**os.environ, "MEM_HOME": str(home), "MEM_CLOCK_OFFSET": "120"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve-stdio"],
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,

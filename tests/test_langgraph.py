@@ -1,4 +1,4 @@
-"""`store.langgraph.MemStore` against the real `langgraph` package.
+"""`a2e_mem.langgraph.MemStore` against the real `langgraph` package.
 
 - the differential tests run one sequence of operations on LangGraph's own `InMemoryStore` (the
   reference) and on ours and compare every result: a hand-written sequence, then random ones
@@ -32,10 +32,10 @@ pytest.importorskip("langgraph")
 from langgraph.store.base import BaseStore, InvalidNamespaceError  # noqa: E402
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
-from store import clock  # noqa: E402
-from store.errors import InvalidInput  # noqa: E402
-from store.langgraph import MemStore  # noqa: E402
-from store.service import MemoryService  # noqa: E402
+from a2e_mem import clock  # noqa: E402
+from a2e_mem.errors import InvalidInput  # noqa: E402
+from a2e_mem.langgraph import MemStore  # noqa: E402
+from a2e_mem.service import MemoryService  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = 10_000
@@ -458,7 +458,7 @@ GRAPH = textwrap.dedent(
     from langgraph.graph import END, START, StateGraph
     from langgraph.store.base import BaseStore
 
-    from store.langgraph import MemStore
+    from a2e_mem.langgraph import MemStore
 
 
     class State(TypedDict):
@@ -557,7 +557,7 @@ def test_parallel_nodes_and_an_async_graph_use_the_injected_store(memstore):
 WRITER = textwrap.dedent(
     """
     import sys
-    from store.langgraph import MemStore
+    from a2e_mem.langgraph import MemStore
 
     worker, count = sys.argv[1], int(sys.argv[2])
     with MemStore() as memories:

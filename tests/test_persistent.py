@@ -5,9 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from store import clock
-from store.errors import Conflict, InvalidInput, NotFound
-from store.ops.render import count_tokens, fill
+from a2e_mem import clock
+from a2e_mem.errors import Conflict, InvalidInput, NotFound
+from a2e_mem.ops.render import count_tokens, fill
 
 
 def create(service, source_type, source_id, fmt="json", **extra):

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-from store.backends.postgres.connection import Database, read_url  # noqa: E402
-from store.errors import StoreUnavailable  # noqa: E402
+from a2e_mem.backends.postgres.connection import Database, read_url  # noqa: E402
+from a2e_mem.errors import StoreUnavailable  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,12 @@ pytestmark = pytest.mark.files_only  # picks its own backend: a database with tw
 def mem(url: str, home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "MEM_STORE": url, "MEM_HOME": str(home), "MEM_EMBEDDER": "hash", "MEM_CHECKPOINTS": "off"}
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+        [sys.executable, "-m", "a2e_mem.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
     )
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from store.backends.files import checkpoint
-from store.service import MemoryService
+from a2e_mem.backends.files import checkpoint
+from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
-PURGE = "purge.wanted"  # store.backends.files.engine.PURGE, spelled out so that the tests also run against older code
+PURGE = "purge.wanted"  # a2e_mem.backends.files.engine.PURGE, spelled out so that the tests also run against older code
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:
@@ -33,7 +33,7 @@ def env_for(home: Path, **extra: str) -> dict[str, str]:
 
 def cli(home: Path, *args: str, preexec=None, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "a2e_mem.cli.main", *args],
         capture_output=True,
         text=True,
         env=env_for(home, **env),
@@ -52,7 +52,7 @@ class Server:
 
     def __init__(self, home: Path, agent: str = "a", namespace: str | None = "ns", **env: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve-stdio"],
+            [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env_for(home, **env),
@@ -273,7 +273,7 @@ def test_a_server_told_to_use_the_old_embedder_refuses_after_a_reindex(home):
 
 
 def test_doctor_finds_journal_vectors_of_another_dimension_and_repairs_them(home, monkeypatch):
-    from store.embed import get_embedder
+    from a2e_mem.embed import get_embedder
 
     svc = MemoryService(home)
     notes = [{"key": {"i": str(i)}, "content": f"zebra {i}", "tier": "semantic"} for i in range(3)]
@@ -295,7 +295,7 @@ def test_knowledge_graph_writes_follow_a_reindex_of_another_process(home, monkey
     writer = MemoryService(home, embedder="hash")  # makes the store with 64 dimensions
     writer.kg_create_entities([{"name": "zebra one", "entityType": "animal", "observations": ["stripes"]}])
     writer.engine.wanted_embedder = None  # from now on, follows the store
-    from store.backends.files import maintenance
+    from a2e_mem.backends.files import maintenance
 
     maintenance.reindex(MemoryService(home).engine, "hash:256")
     writer.kg_create_entities([{"name": "zebra two", "entityType": "animal", "observations": ["stripes"]}])
@@ -316,7 +316,7 @@ def test_a_reindex_noticed_in_the_middle_of_a_write_loses_nothing(home, monkeypa
     writer.memory_set("k", {"v": 1}, namespace="ns")
     writer.checkpoint(force=True)  # seg-1 and wal-2 on disk
     writer.memory_set("k", {"v": 2}, namespace="ns")
-    from store.embed import get_embedder
+    from a2e_mem.embed import get_embedder
 
     counted = writer.engine.check_room
     assert counted is not None
@@ -342,7 +342,7 @@ def test_a_checkpoint_of_a_shard_not_yet_reindexed_remakes_its_vectors(home, mon
     interrupted reindex leaves it, embeds its records anew rather than writing empty vectors."""
     import numpy as np
 
-    from store.embed import get_embedder
+    from a2e_mem.embed import get_embedder
 
     svc = MemoryService(home)
     notes = [{"key": {"i": str(i)}, "content": f"zebra {i}", "tier": "semantic"} for i in range(3)]
@@ -374,7 +374,7 @@ def test_a_failing_checkpoint_cleans_up_and_backs_off(home):
     codes = []
     for attempt in range(6):  # what the background checkpoints of six writes would do
         out = subprocess.run(
-            [sys.executable, "-m", "store.backends.files.checkpoint", str(home), str(folder)],
+            [sys.executable, "-m", "a2e_mem.backends.files.checkpoint", str(home), str(folder)],
             capture_output=True,
             env=env_for(home, MEM_CHECKPOINT_BACKOFF="3600"),
             cwd=ROOT,
@@ -407,7 +407,7 @@ def test_a_backing_off_shard_is_not_due_a_checkpoint(home, monkeypatch):
 
 
 def test_the_backoff_doubles_and_ends(home):
-    from store import clock
+    from a2e_mem import clock
 
     folder = home / "shard"
     folder.mkdir(parents=True)
@@ -485,7 +485,7 @@ def test_an_expired_entry_reaches_the_disk_once_the_store_is_used(home):
 
 
 def test_an_expired_entry_is_purged_by_a_writer_inline(home, monkeypatch):
-    from store import clock
+    from a2e_mem import clock
 
     monkeypatch.setenv("MEM_CHECKPOINTS", "inline")
     svc = MemoryService(home)

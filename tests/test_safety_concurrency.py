@@ -27,7 +27,7 @@ import orjson
 import pytest
 from tinydb import TinyDB
 
-from store.service import MemoryService
+from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "shared"
@@ -36,7 +36,7 @@ PER_WRITER = 200 if os.environ.get("MEM_STRESS") else 50  # CI: 8 x 50; MEM_STRE
 LIBRARY_WRITER = textwrap.dedent(
     """
     import sys
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
     worker, count = sys.argv[1], int(sys.argv[2])
     svc = MemoryService()
     scope = svc.scope("shared", worker)
@@ -61,7 +61,7 @@ def writer_env(home: Path) -> dict[str, str]:
 
 
 def mem(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.main", *args]
+    return [sys.executable, "-m", "a2e_mem.cli.main", *args]
 
 
 def msg(kind: str, rid: str, **fields) -> bytes:
@@ -286,7 +286,7 @@ def test_a_checkpoint_landing_during_a_request_does_not_fail_it(home, query):
 
 
 def test_a_checkpoint_landing_while_a_reader_opens_a_segment_does_not_fail_it(home, monkeypatch):
-    from store import lexical
+    from a2e_mem import lexical
 
     reader, writer = MemoryService(home), MemoryService(home)
     scope = writer.scope(NAMESPACE, "a")

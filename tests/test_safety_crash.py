@@ -23,8 +23,8 @@ import pytest
 from tinydb import TinyDB
 from typer.testing import CliRunner
 
-from cli.main import app
-from store.service import MemoryService
+from a2e_mem.cli.main import app
+from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
 STRESS = bool(os.environ.get("MEM_STRESS"))
@@ -33,7 +33,7 @@ SEED = int(os.environ.get("MEM_SEED", time.time_ns() % 2**32))
 WRITER = textwrap.dedent(
     """
     import sys
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
     run = sys.argv[1]
     svc = MemoryService()
     scope = svc.scope("crash", "writer")
@@ -122,10 +122,10 @@ def big_shard(home: Path, n: int) -> Path:
 
 
 def kill_checkpoint(home: Path, folder: Path, rng: random.Random, phase: str) -> None:
-    """Run `python -m store.backends.files.checkpoint` on `folder`; SIGKILL it while it starts, or once its
+    """Run `python -m a2e_mem.backends.files.checkpoint` on `folder`; SIGKILL it while it starts, or once its
     temporary folder appears (building the new checkpoint)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "store.backends.files.checkpoint", str(home), str(folder)], env=env_for(home), cwd=ROOT
+        [sys.executable, "-m", "a2e_mem.backends.files.checkpoint", str(home), str(folder)], env=env_for(home), cwd=ROOT
     )
     if phase == "build":
         deadline = time.monotonic() + 30
@@ -260,7 +260,7 @@ def limit_file_size(size: int):
 
 def cli(home: Path, *args: str, preexec=None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "a2e_mem.cli.main", *args],
         capture_output=True,
         text=True,
         env=env_for(home),

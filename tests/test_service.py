@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from store import clock
-from store.errors import InvalidInput, MemoryFull, NotFound
-from store.service import MemoryService
+from a2e_mem import clock
+from a2e_mem.errors import InvalidInput, MemoryFull, NotFound
+from a2e_mem.service import MemoryService
 
 from .conftest import entry, stored_anywhere
 
@@ -213,14 +213,14 @@ def test_config_with_an_unknown_setting_is_refused_naming_it(home):
     import sys
     from pathlib import Path
 
-    from store.errors import InvalidInput
+    from a2e_mem.errors import InvalidInput
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.json").write_text('{"max_entries": 10, "namespaces": {"team": {"semantic_writer": ["lead"]}}}')
     with pytest.raises(InvalidInput, match="'semantic_writer' \\(did you mean 'semantic_writers'\\?\\)"):
         MemoryService(home)
     proc = subprocess.run(
-        [sys.executable, "-m", "cli.main", "stats"], cwd=Path(__file__).resolve().parents[1],
+        [sys.executable, "-m", "a2e_mem.cli.main", "stats"], cwd=Path(__file__).resolve().parents[1],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 4 and "semantic_writer" in proc.stderr and "team" in proc.stderr

@@ -10,9 +10,9 @@ import sys
 import orjson
 import pytest
 
-from cli.stdio import serve
-from store.protocol import Protocol, auth_token
-from store.service import MemoryService
+from a2e_mem.cli.stdio import serve
+from a2e_mem.protocol import Protocol, auth_token
+from a2e_mem.service import MemoryService
 
 
 def msg(kind, **fields):
@@ -154,7 +154,7 @@ def test_end_to_end_session_against_the_binary(home):
         msg("memory/init/req", id="2", namespace="e2e", scope={"agent": "e2e-agent"}),
     ]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve-stdio"],
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -191,7 +191,7 @@ def test_end_to_end_session_against_the_binary(home):
 def test_exits_zero_at_end_of_input_with_writes_on_disk(home):
     lines = [msg("memory/init/req", id="i", namespace="eof")]
     proc = subprocess.run(
-        [sys.executable, "-m", "cli.main", "serve-stdio"],
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"],
         input=b"\n".join(orjson.dumps(x) for x in lines) + b"\n",
         capture_output=True,
         env={**os.environ, "MEM_HOME": str(home)},
@@ -209,7 +209,7 @@ def test_clean_shutdown_checkpoints_what_the_server_wrote(home):
         msg("memory/store/req", id="s", memory_id="MID", entries=entries),
     ]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve-stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         env={**os.environ, "MEM_HOME": str(home), "MEM_CHECKPOINTS": "inline", "MEM_CHECKPOINT_BYTES": "65536"},
     )  # fmt: skip
     proc.stdin.write(orjson.dumps(lines[0]) + b"\n")

@@ -8,11 +8,11 @@ import orjson
 import pytest
 from tinydb import TinyDB
 
-from store.backends.files.integrity import unseal
-from store.backends.files.journal import Journal
-from store.backends.files.shard import listing
-from store.errors import InvalidInput
-from store.service import MemoryService
+from a2e_mem.backends.files.integrity import unseal
+from a2e_mem.backends.files.journal import Journal
+from a2e_mem.backends.files.shard import listing
+from a2e_mem.errors import InvalidInput
+from a2e_mem.service import MemoryService
 
 from .conftest import entry
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from store import clock
-from store.service import MemoryService
+from a2e_mem import clock
+from a2e_mem.service import MemoryService
 from tests.pg import fresh_database
 
 from .test_maintenance import fill
@@ -51,7 +51,7 @@ def mem(home: Path, *args: str, stdin: bytes | None = None, store: str = "") -> 
     env["MEM_CLOCK_OFFSET"] = "10"  # the 5-second entry of `fill` is expired from the start: however slow
     # the machine, every export below sees the same records
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
+        [sys.executable, "-m", "a2e_mem.cli.main", "--home", str(home), *args],
         input=stdin,
         capture_output=True,
         cwd=ROOT,

@@ -51,7 +51,7 @@ def chrome():
 
 def mem(*args: str, input: str | None = None) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], cwd=ROOT, input=input, capture_output=True, text=True
+        [sys.executable, "-m", "a2e_mem.cli.main", *args], cwd=ROOT, input=input, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -63,7 +63,7 @@ def ui_url(tmp_path):
     log = tmp_path / "mem-ui.log"
     with log.open("w") as stderr:
         server = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "ui", "--port", "0"],
+            [sys.executable, "-m", "a2e_mem.cli.main", "ui", "--port", "0"],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=stderr,

@@ -19,7 +19,7 @@ pytest.importorskip("httpx2", reason="starlette.testclient needs httpx2 (in the 
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from cli.ui.app import STATIC, make_app  # noqa: E402
+from a2e_mem.cli.ui.app import STATIC, make_app  # noqa: E402
 from tests.conftest import entry  # noqa: E402
 
 TOKEN = "test-token-0123456789"
@@ -97,7 +97,7 @@ def test_nothing_is_loaded_from_another_site():
 
 def test_the_static_files_are_package_data():
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert '"cli.ui" = ["static/*"]' in text and '"cli.ui"' in text.split("packages =")[1].splitlines()[0]
+    assert '"a2e_mem.cli.ui" = ["static/*"]' in text and '"a2e_mem.cli.ui"' in text.split("packages =")[1]
 
 
 # -- reads -----------------------------------------------------------------------------------------
@@ -141,7 +141,7 @@ def test_search_filters_by_tier_tags_keys_and_min_score(client, service):
 
 def test_reads_are_live_another_process_writes_show_on_the_next_request(client):
     assert client.get("/api/search").json()["total"] == 0
-    mem = [sys.executable, "-m", "cli.main", "store", "written by another process", "--key", "topic=live"]
+    mem = [sys.executable, "-m", "a2e_mem.cli.main", "store", "written by another process", "--key", "topic=live"]
     subprocess.run(mem, check=True, cwd=ROOT, capture_output=True)
     found = client.get("/api/search").json()
     assert [e["content"] for e in found["entries"]] == ["written by another process"]
@@ -318,7 +318,7 @@ def test_bad_bodies_get_a_4xx_with_a_message(client, service, path, body, status
 
 def test_a_refused_store_is_a_4xx_naming_the_reason(home):
     """The store's own refusal (here: an entry over the configured size) comes back as its message."""
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.json").write_text(json.dumps({"max_entry_bytes": 100}))
@@ -365,7 +365,7 @@ def test_a_storage_failure_is_a_5xx_with_one_line(client, service, monkeypatch):
 
 
 def test_mem_ui_serves_on_localhost_with_a_fresh_token():
-    command = [sys.executable, "-m", "cli.main", "ui", "--port", "0"]
+    command = [sys.executable, "-m", "a2e_mem.cli.main", "ui", "--port", "0"]
     server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = server.stdout.readline().strip()
@@ -389,7 +389,7 @@ def test_mem_ui_on_a_port_in_use_says_so():
         taken.listen(1)
         port = str(taken.getsockname()[1])
         done = subprocess.run(
-            [sys.executable, "-m", "cli.main", "ui", "--port", port],
+            [sys.executable, "-m", "a2e_mem.cli.main", "ui", "--port", port],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -27,7 +27,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from store.errors import InvalidInput, MemError, NotFound, os_failure
+from a2e_mem.errors import InvalidInput, MemError, NotFound, os_failure
 
 STATIC = Path(__file__).parent / "static"
 TOKEN_HEADER = "x-mem-token"

@@ -265,7 +265,7 @@ def spawn(home: Path, shard_folder: Path, purge: bool = False) -> None:
         [
             sys.executable,
             "-m",
-            "store.backends.files.checkpoint",
+            f"{__package__}.checkpoint",  # this module, whatever the package is installed as
             str(home),
             str(shard_folder),
             *(["--purge"] if purge else []),
@@ -274,7 +274,6 @@ def spawn(home: Path, shard_folder: Path, purge: bool = False) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-        cwd=str(Path(__file__).resolve().parents[3]),  # where `store` is importable from
     )
 
 

@@ -1,4 +1,4 @@
-"""`python -m store.backends.postgres.build`: build the HNSW index of the store in `MEM_STORE`
+"""`python -m a2e_mem.backends.postgres.build`: build the HNSW index of the store in `MEM_STORE`
 (started detached by a one-shot command that found it due; see `backend.py`)."""
 
 from __future__ import annotations
