@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from store import clock
+from store.backends import base
 from store.errors import NotFound, StoreMismatch
 from store.service import MemoryService
 
@@ -130,7 +131,8 @@ def test_explain_says_why(home):
     hit = svc.retrieve(scope, query="python packaging", tags=["py"], explain=True)["entries"][0]
     why = hit["explain"]
     assert why["lexical"] == 1.0 and 0 < why["vector"] <= 1 and why["filters"]["tags"] == ["py"]
-    assert hit["relevance"] == pytest.approx(0.7 * why["vector"] + 0.3 * why["lexical"] ** 2, abs=1e-5)
+    weight, power = base.VECTOR_WEIGHT, base.LEXICAL_POWER
+    assert hit["relevance"] == pytest.approx(weight * why["vector"] + (1 - weight) * why["lexical"] ** power, abs=1e-5)
     plain = svc.retrieve(scope, explain=True)["entries"][0]["explain"]
     assert "no query" in plain["fusion"]
     result = runner.invoke(app, ["retrieve", "-n", "proj", "-a", "alice", "-q", "python", "--explain"])

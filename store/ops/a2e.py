@@ -17,13 +17,14 @@ import orjson
 from pydantic import ValidationError
 
 from .. import clock
-from ..backends.base import FUSION, SYSTEM, Backend, Candidates, Filters, Scope
+from ..backends.base import SYSTEM, Backend, Candidates, Filters, Scope, fusion_formula
 from ..config import Config, Limits
 from ..embed import encode_vectors
 from ..errors import InvalidInput, MemoryFull, NotFound, Unauthorized
 from ..models import MAX_NAME, TIERS, MemoryEntry, new_id
 from ..redact import redact
 from ..schemas import entry_text
+from . import diversify
 
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
@@ -458,25 +459,53 @@ class A2E:
 
 def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
     """Merge candidates of several shards: filter on relevance, order (by relevance, or without a
-    query by importance), then by recency, cut to `limit`."""
+    query by importance), then by recency, cut to `limit`. With a query, near-copies of entries
+    already listed give way to other entries (`diversify.py`): the pool is larger than `limit`
+    so that a demoted copy can be replaced."""
     total = 0
+    queried = any(p.order is None and p.vectors is not None for p in parts)
+    pool_size = limit * diversify.POOL_FACTOR if queried else limit
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
         kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
         total += len(kept) if min_score > 0 else part.total
-        pool.append((part, _leaders(part.rank, kept, limit)))
+        pool.append((part, _leaders(part.rank, kept, pool_size)))
     relevance = np.concatenate([p.relevance[i] for p, i in pool]) if pool else np.zeros(0)
     rank = np.concatenate([p.rank[i] for p, i in pool]) if pool else np.zeros(0)
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
+    ordered = np.lexsort((-updated, -rank))[:pool_size]
+    listed, penalties, twins = _diversified(pool, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
     entries = []
-    for at in np.lexsort((-updated, -rank))[:limit]:
+    for n, at in enumerate(listed):
         part, row = refs[at]
         entry = {**public(part.doc(row)), "relevance": round(float(relevance[at]), 6)}
         if explain is not None:
             entry["explain"] = _explanation(part, row, explain)
+            if penalties is not None and penalties[n] > 0:
+                twin = refs[listed[twins[n]]]
+                entry["explain"]["diversity"] = {
+                    "penalty": round(float(penalties[n]), 6),
+                    "like": public(twin[0].doc(twin[1])).get("key"),
+                    "rule": f"listed by relevance - {diversify.DIVERSITY:g} * max(0, cosine to an entry listed above)",
+                }
         entries.append(entry)
     return {"entries": entries, "total": total}
+
+
+def _diversified(
+    pool: list[tuple[Candidates, np.ndarray]], ordered: np.ndarray, relevance: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The pool positions `ordered` (best first) listed by `diversify`, each one's penalty and the
+    index (into the listing) of the entry it was most like. Parts whose vectors have different
+    dimensions (a reindex under way) are listed by relevance alone."""
+    blocks = [p.vectors(rows) for p, rows in pool if len(rows) and p.vectors is not None]
+    if len(blocks) != sum(1 for _, rows in pool if len(rows)) or len({b.shape[1] for b in blocks}) > 1:
+        return ordered[:limit], None, None
+    vectors = np.concatenate(blocks) if blocks else np.zeros((0, 1), dtype=np.float32)
+    picks, penalties, twins = diversify.diversify(relevance[ordered], vectors[ordered], limit)
+    positions = {int(p): n for n, p in enumerate(picks)}
+    return ordered[picks], penalties, np.array([positions.get(int(t), -1) for t in twins])
 
 
 def _leaders(rank: np.ndarray, kept: np.ndarray, limit: int) -> np.ndarray:
@@ -501,7 +530,7 @@ def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
     return {
         "vector": round(float(part.vector[row]), 6),
         "lexical": round(float(part.lexical[row]), 6),
-        "fusion": FUSION,
+        "fusion": fusion_formula(),
         "path": part.path,
         "filters": filters,
     }

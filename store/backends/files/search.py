@@ -172,7 +172,22 @@ def _scored(
     _, updated = _columns(shard, part)
     indexed = part == "seg" and not exhaustive and total > max(EXACT_MAX, fetch)
     path = "index" if indexed and shard.seg is not None and shard.seg.index is not None else "exact"
-    return Candidates(_fetch(shard, part), rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
+    found = Candidates(_fetch(shard, part), rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
+    found.vectors = _vectors(shard, part, rows)
+    return found
+
+
+def _vectors(shard: Shard, part: str, rows: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """The stored vectors of some of `rows` (by position), as float32."""
+
+    def vectors(positions: np.ndarray) -> np.ndarray:
+        picked = rows[positions]
+        if part == "mem":
+            return np.asarray(shard.mem.vectors[picked], dtype=np.float32)
+        assert shard.seg is not None
+        return np.asarray(shard.seg.vectors[picked], dtype=np.float32)
+
+    return vectors
 
 
 def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:
