@@ -53,8 +53,8 @@ MODES = {  # name -> (title, ranking constants; None: as shipped)
 }
 LAUNCHER = (
     "import os, json, store.backends.base as base, store.ops.diversify as diversify; "
-    "c = json.loads(os.environ['MEM_BENCH_RANKING']); "
-    "base.VECTOR_WEIGHT, base.LEXICAL_POWER, diversify.DIVERSITY = c['VECTOR_WEIGHT'], c['LEXICAL_POWER'], c['DIVERSITY']; "
+    "c = json.loads(os.environ['MEM_BENCH_RANKING']); base.VECTOR_WEIGHT = c['VECTOR_WEIGHT']; "
+    "base.LEXICAL_POWER = c['LEXICAL_POWER']; diversify.DIVERSITY = c['DIVERSITY']; "
     "from cli.main import run; run()"
 )
 
@@ -163,7 +163,9 @@ def print_comparison(old: dict[str, dict[str, float]], new: dict[str, dict[str, 
     for kind in old:
         for c in COLUMNS:
             label = kind if c == COLUMNS[0] else ""
-            print(f"{label:12} {c:7} {old[kind][c]:6.3f} {new[kind][c]:6.3f} {100 * (new[kind][c] - old[kind][c]):+6.1f}")
+            print(
+                f"{label:12} {c:7} {old[kind][c]:6.3f} {new[kind][c]:6.3f} {100 * (new[kind][c] - old[kind][c]):+6.1f}"
+            )
 
 
 def main() -> int:

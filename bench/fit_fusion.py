@@ -36,11 +36,12 @@ from store.backends import base  # noqa: E402
 from store.ops import diversify  # noqa: E402
 
 GRID = {
-    "VECTOR_WEIGHT": (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7),
-    "LEXICAL_POWER": (1.0, 1.5, 2.0, 3.0),
-    "DIVERSITY": (0.0, 0.1, 0.15, 0.2, 0.25, 0.3),
+    "VECTOR_WEIGHT": (0.5, 0.55, 0.6, 0.65),
+    "LEXICAL_POWER": (1.5, 2.0),
+    "DIVERSITY": (0.0, 0.1, 0.2, 0.3, 0.5, 1.0),
+    "SIMILAR": (0.0, 0.6, 0.8, 0.9),
 }
-OLD = {"VECTOR_WEIGHT": 0.7, "LEXICAL_POWER": 2.0, "DIVERSITY": 0.0}
+OLD = {"VECTOR_WEIGHT": 0.7, "LEXICAL_POWER": 2.0, "DIVERSITY": 0.0, "SIMILAR": 0.0}
 
 
 def ranked(q: dict) -> list[int]:
@@ -54,7 +55,7 @@ def ranked(q: dict) -> list[int]:
 
 def evaluate(questions: list[dict], constants: dict[str, float]) -> dict[str, dict[str, float]]:
     base.VECTOR_WEIGHT, base.LEXICAL_POWER = constants["VECTOR_WEIGHT"], constants["LEXICAL_POWER"]
-    diversify.DIVERSITY = constants["DIVERSITY"]
+    diversify.DIVERSITY, diversify.SIMILAR = constants["DIVERSITY"], constants["SIMILAR"]
     rows = []
     for q in questions:
         evidence = [str(t) for t in np.flatnonzero(q["evidence"])]
@@ -84,8 +85,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", default="dev", choices=("dev", "test"), help="fit on dev; test only to look")
     parser.add_argument("--embedder", default="static")
+    parser.add_argument(
+        "--no-grid", action="store_true", help="only the old and the shipped constants (another embedder)"
+    )
     args = parser.parse_args()
+    shipped = {
+        "VECTOR_WEIGHT": base.VECTOR_WEIGHT,
+        "LEXICAL_POWER": base.LEXICAL_POWER,
+        "DIVERSITY": diversify.DIVERSITY,
+        "SIMILAR": diversify.SIMILAR,
+    }
     questions = split_signals(args.split, embedder=args.embedder)
+    if args.no_grid:
+        show(f"old constants {OLD}, embedder {args.embedder}", evaluate(questions, OLD))
+        show(f"shipped constants {shipped}, embedder {args.embedder}", evaluate(questions, shipped))
+        return 0
     print(f"{len(questions)} {args.split} questions, embedder {args.embedder}; objective ev@5 + ev@10 overall")
     old = evaluate(questions, OLD)
     tried = []

@@ -27,6 +27,7 @@ def test_fitted_constants_differ_from_the_hand_set_ones():
     """The constants come from bench/fit_fusion.py, not from the old hand-set 0.7 / 2 / none."""
     assert (base.VECTOR_WEIGHT, base.LEXICAL_POWER, diversify.DIVERSITY) != (0.7, 2.0, 0.0)
     assert 0 < base.VECTOR_WEIGHT < 1 and base.LEXICAL_POWER >= 1 and diversify.DIVERSITY > 0
+    assert 0 <= diversify.SIMILAR < 1
 
 
 def unit(*rows):
@@ -36,6 +37,7 @@ def unit(*rows):
 
 def test_a_near_copy_gives_way_to_a_distinct_entry(monkeypatch):
     monkeypatch.setattr(diversify, "DIVERSITY", 0.2)
+    monkeypatch.setattr(diversify, "SIMILAR", 0.0)
     relevance = np.array([0.60, 0.59, 0.50])
     vectors = unit([1, 0, 0], [1, 0.01, 0], [0, 1, 0])  # the second is a copy of the first
     order, penalty, like = diversify.diversify(relevance, vectors, 3)
@@ -45,6 +47,19 @@ def test_a_near_copy_gives_way_to_a_distinct_entry(monkeypatch):
     # far enough apart in relevance, the copy keeps its place
     order, _, _ = diversify.diversify(np.array([0.60, 0.59, 0.30]), vectors, 3)
     assert order.tolist() == [0, 1, 2]
+
+
+def test_only_likeness_above_the_threshold_counts(monkeypatch):
+    monkeypatch.setattr(diversify, "DIVERSITY", 0.2)
+    monkeypatch.setattr(diversify, "SIMILAR", 0.8)
+    relevance = np.array([0.60, 0.59, 0.58])
+    vectors = unit([1, 0, 0], [0.7, 0.71, 0], [1, 0.01, 0])  # cosine to the first: 0.70, then ~1.0
+    order, penalty, like = diversify.diversify(relevance, vectors, 3)
+    assert order.tolist() == [0, 1, 2] and penalty[1] == 0  # 0.70 is not a copy
+    assert penalty[2] == pytest.approx(0.2, abs=1e-3) and like[2] == 0
+    order, _, _ = diversify.diversify(np.array([0.60, 0.59, 0.50]), vectors[[0, 2, 1]], 3)
+    assert order.tolist() == [0, 2, 1]  # the copy (cosine ~1) gives way
+    assert "(cosine - 0.8) / 0.2" in diversify.rule()
 
 
 def test_without_diversity_the_order_is_relevance_and_ties_keep_their_order(monkeypatch):
@@ -59,6 +74,7 @@ def test_without_diversity_the_order_is_relevance_and_ties_keep_their_order(monk
 
 def test_retrieve_lists_a_distinct_entry_before_a_copy_and_explains_it(service, monkeypatch):
     monkeypatch.setattr(diversify, "DIVERSITY", 2.0)  # strong, so that the small case shows it
+    monkeypatch.setattr(diversify, "SIMILAR", 0.0)
     scope = service.scope("div", "a")
     service.store(scope, [
         {"key": "a", "content": "lisbon flight in march", "tier": "semantic"},

@@ -396,7 +396,7 @@ class A2E:
         qvec = self.backend.embed([query])[0] if query else None  # after the shards: same embedder
         parts: list[Candidates] = []
         for shard in shards:
-            parts += shard.search(now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
+            parts += shard.search(now, filters, qvec, query, k=_depth(limit), exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         found = _rank(parts, limit, min_score, applied if explain else None)
         return {**found, "warnings": warnings} if warnings else found
@@ -424,7 +424,9 @@ class A2E:
         now, filters = clock.now(), Filters(tuple(tags))
         qvec = self.backend.embed([query])[0] if query else None
         parts = [
-            p for shard in shards for p in shard.search(now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
+            p
+            for shard in shards
+            for p in shard.search(now, filters, qvec, query, k=_depth(limit), exhaustive=min_score > 0)
         ]
         return _rank(parts, limit, min_score)["entries"]
 
@@ -457,6 +459,11 @@ class A2E:
         return len(doomed)
 
 
+def _depth(limit: int) -> int:
+    """How many candidates a query asks of each shard: the pool `_rank` diversifies."""
+    return limit * diversify.POOL_FACTOR
+
+
 def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
     """Merge candidates of several shards: filter on relevance, order (by relevance, or without a
     query by importance), then by recency, cut to `limit`. With a query, near-copies of entries
@@ -475,7 +482,9 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
     ordered = np.lexsort((-updated, -rank))[:pool_size]
-    listed, penalties, twins = _diversified(pool, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
+    listed, penalties, twins = (
+        _diversified(pool, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
+    )
     entries = []
     for n, at in enumerate(listed):
         part, row = refs[at]
@@ -487,7 +496,7 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
                 entry["explain"]["diversity"] = {
                     "penalty": round(float(penalties[n]), 6),
                     "like": public(twin[0].doc(twin[1])).get("key"),
-                    "rule": f"listed by relevance - {diversify.DIVERSITY:g} * max(0, cosine to an entry listed above)",
+                    "rule": diversify.rule(),
                 }
         entries.append(entry)
     return {"entries": entries, "total": total}

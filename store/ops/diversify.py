@@ -3,15 +3,18 @@
 A conversation repeats itself ("the internet was down again", the same plan re-told), and a
 question whose answer is spread over several entries (a multi-hop question: who the aunt is,
 then what happened to her) needs those several entries, not three copies of the best one. So
-the entries of a query are listed by maximal marginal relevance (Carbonell and Goldstein, 1998):
-each next entry is the one of highest
+the entries of a query are listed by maximal marginal relevance (Carbonell and Goldstein, 1998)
+restricted to near-copies: each next entry is the one of highest
 
-    relevance - DIVERSITY * max(0, cosine to the entries listed before it)
+    relevance - DIVERSITY * max(0, cosine - SIMILAR) / (1 - SIMILAR)
 
-The first entry is always the most relevant; `relevance` itself (what `min_score` cuts and what
-the reply shows) is not changed, only the order of the entries that passed the cut. Ties keep the
-order given (the caller sorts by relevance, then recency). DIVERSITY was fitted on the dev split
-of our conversation benchmark with the fusion weights (`bench/fit_fusion.py`).
+where `cosine` is its similarity to the most similar entry listed before it. An entry less alike
+than SIMILAR to every listed one is not moved, so a list of different entries on one topic keeps
+the relevance order; an exact copy loses DIVERSITY. The first entry is always the most relevant;
+`relevance` itself (what `min_score` cuts and what the reply shows) is not changed, only the
+order of the entries that passed the cut. Ties keep the order given (the caller sorts by
+relevance, then recency). DIVERSITY and SIMILAR were fitted on the dev split of our conversation
+benchmark together with the fusion weights (`bench/fit_fusion.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,14 @@ from __future__ import annotations
 import numpy as np
 
 DIVERSITY = 0.2  # bench/fit_fusion.py, dev split; 0 lists by relevance alone
+SIMILAR = 0.8  # cosines up to this count as no likeness (bench/fit_fusion.py, dev split)
 POOL_FACTOR = 2  # entries considered per entry asked: room for a demoted copy to be replaced
+
+
+def rule() -> str:
+    """The listing rule as `--explain` shows it (read on each call: the benchmarks change it)."""
+    likeness = "cosine" if SIMILAR <= 0 else f"(cosine - {SIMILAR:g}) / {1 - SIMILAR:g}"
+    return f"listed by relevance - {DIVERSITY:g} * max(0, {likeness}) to the most similar entry listed above"
 
 
 def diversify(relevance: np.ndarray, vectors: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -36,10 +46,11 @@ def diversify(relevance: np.ndarray, vectors: np.ndarray, limit: int) -> tuple[n
     free = np.ones(n, dtype=bool)
     order, penalties, twins = [], [], []
     for _ in range(count):
-        gain = np.where(free, relevance - DIVERSITY * likeness, -np.inf)
+        penalty = DIVERSITY * np.maximum(likeness - SIMILAR, 0) / (1 - SIMILAR)
+        gain = np.where(free, relevance - penalty, -np.inf)
         pick = int(np.argmax(gain))  # the first of equals: the caller's tie order is kept
         order.append(pick)
-        penalties.append(float(DIVERSITY * likeness[pick]))
+        penalties.append(float(penalty[pick]))
         twins.append(int(nearest[pick]))
         free[pick] = False
         cosine = vectors @ vectors[pick]

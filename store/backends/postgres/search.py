@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
