@@ -48,7 +48,7 @@ def ranked(q: dict) -> list[int]:
     """The turns the store would list for `q` with the constants as set now (ties: newest first)."""
     relevance = base.fuse(q["vec"], q["lex"])
     newest_first = -np.arange(len(relevance))
-    pool = np.lexsort((newest_first, -relevance))[: diversify.POOL_FACTOR * LIMIT]
+    pool = np.lexsort((newest_first, -relevance))[: diversify.pool_size(LIMIT)]
     order, _, _ = diversify.diversify(relevance[pool], q["turns"][pool], LIMIT)
     return [int(t) for t in pool[order]]
 

@@ -461,7 +461,7 @@ class A2E:
 
 def _depth(limit: int) -> int:
     """How many candidates a query asks of each shard: the pool `_rank` diversifies."""
-    return limit * diversify.POOL_FACTOR
+    return diversify.pool_size(limit)
 
 
 def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
@@ -471,7 +471,7 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
     so that a demoted copy can be replaced."""
     total = 0
     queried = any(p.order is None and p.vectors is not None for p in parts)
-    pool_size = limit * diversify.POOL_FACTOR if queried else limit
+    pool_size = diversify.pool_size(limit) if queried else limit
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
         kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
@@ -483,7 +483,7 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
     refs = [(p, int(i)) for p, rows in pool for i in rows]
     ordered = np.lexsort((-updated, -rank))[:pool_size]
     listed, penalties, twins = (
-        _diversified(pool, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
+        _diversified(refs, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
     )
     entries = []
     for n, at in enumerate(listed):
@@ -503,18 +503,45 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
 
 
 def _diversified(
-    pool: list[tuple[Candidates, np.ndarray]], ordered: np.ndarray, relevance: np.ndarray, limit: int
+    refs: list[tuple[Candidates, int]], ordered: np.ndarray, relevance: np.ndarray, limit: int
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """The pool positions `ordered` (best first) listed by `diversify`, each one's penalty and the
-    index (into the listing) of the entry it was most like. Parts whose vectors have different
-    dimensions (a reindex under way) are listed by relevance alone."""
-    blocks = [p.vectors(rows) for p, rows in pool if len(rows) and p.vectors is not None]
-    if len(blocks) != sum(1 for _, rows in pool if len(rows)) or len({b.shape[1] for b in blocks}) > 1:
+    """The pool positions `ordered` (best first) as listed: the first `MAX_LISTED` by `diversify`
+    (among the head of the pool), the rest by relevance; with each one's penalty and the index
+    (into the listing) of the entry it was most like. When the entries' vectors have different
+    dimensions (a reindex under way) or a part has none, the list is by relevance alone."""
+    listed = min(limit, diversify.MAX_LISTED)
+    head = ordered[: diversify.pool_size(listed)]
+    vectors = _vectors_of([refs[int(at)] for at in head])
+    if vectors is None:
         return ordered[:limit], None, None
-    vectors = np.concatenate(blocks) if blocks else np.zeros((0, 1), dtype=np.float32)
-    picks, penalties, twins = diversify.diversify(relevance[ordered], vectors[ordered], limit)
+    picks, penalties, twins = diversify.diversify(relevance[head], vectors, listed)
+    chosen = head[picks]
+    rest = np.setdiff1d(ordered, chosen, assume_unique=True)  # sorted: put back in `ordered`'s order
+    rest = ordered[np.isin(ordered, rest)][: limit - len(chosen)]
     positions = {int(p): n for n, p in enumerate(picks)}
-    return ordered[picks], penalties, np.array([positions.get(int(t), -1) for t in twins])
+    twins = np.array([positions.get(int(t), -1) for t in twins] + [-1] * len(rest), dtype=np.int64)
+    penalties = np.concatenate([penalties, np.zeros(len(rest))])
+    return np.concatenate([chosen, rest]).astype(np.int64), penalties, twins
+
+
+def _vectors_of(refs: list[tuple[Candidates, int]]) -> np.ndarray | None:
+    """The stored vectors of (part, row) pairs, one round trip per part; None when a part has no
+    vectors or two parts' dimensions differ."""
+    by_part: dict[int, list[int]] = {}
+    for n, (part, _) in enumerate(refs):
+        by_part.setdefault(id(part), []).append(n)
+    out: np.ndarray | None = None
+    for positions in by_part.values():
+        part = refs[positions[0]][0]
+        if part.vectors is None:
+            return None
+        block = part.vectors(np.array([refs[n][1] for n in positions], dtype=np.int64))
+        if out is None:
+            out = np.zeros((len(refs), block.shape[1]), dtype=np.float32)
+        if block.shape[1] != out.shape[1]:
+            return None
+        out[positions] = block
+    return out
 
 
 def _leaders(rank: np.ndarray, kept: np.ndarray, limit: int) -> np.ndarray:

@@ -12,9 +12,10 @@ where `cosine` is its similarity to the most similar entry listed before it. An 
 than SIMILAR to every listed one is not moved, so a list of different entries on one topic keeps
 the relevance order; an exact copy loses DIVERSITY. The first entry is always the most relevant;
 `relevance` itself (what `min_score` cuts and what the reply shows) is not changed, only the
-order of the entries that passed the cut. Ties keep the order given (the caller sorts by
-relevance, then recency). DIVERSITY and SIMILAR were fitted on the dev split of our conversation
-benchmark together with the fusion weights (`bench/fit_fusion.py`).
+order of the entries that passed the cut. Only the first MAX_LISTED entries are so chosen (the
+cost grows with the square of the list); a longer list goes on by relevance. Ties keep the order
+given (the caller sorts by relevance, then recency). DIVERSITY and SIMILAR were fitted on the dev
+split of our conversation benchmark together with the fusion weights (`bench/fit_fusion.py`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ import numpy as np
 
 DIVERSITY = 0.2  # bench/fit_fusion.py, dev split; 0 lists by relevance alone
 SIMILAR = 0.8  # cosines up to this count as no likeness (bench/fit_fusion.py, dev split)
-POOL_FACTOR = 2  # entries considered per entry asked: room for a demoted copy to be replaced
+MAX_LISTED = 100  # entries listed by diversity at most; the rest of a longer list by relevance
+
+
+def pool_size(limit: int) -> int:
+    """Entries considered for a list of `limit`: one more per diversified entry, room for a
+    demoted copy to be replaced."""
+    return limit + min(limit, MAX_LISTED)
 
 
 def rule() -> str:
