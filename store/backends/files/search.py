@@ -6,14 +6,16 @@ filters leave few rows or a threshold needs every score; otherwise the candidate
 neighbours plus the BM25 leaders, over-fetched so that rows removed by the filters (tombstones,
 expiry, tags) do not starve the result. Every candidate then gets both scores exactly:
 
-    relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical ** 2
+    relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical ** LEXICAL_POWER
 
-where `lexical` is BM25 divided by the query's total IDF (1.0 when every query word occurs once in
-an average-length entry), capped at 1. Squaring keeps a strong lexical match (most of the query's
-rare words) decisive while a weak partial one (a name, a common word) barely moves the ranking:
-on paraphrased questions, partial word overlaps point at the wrong memory more often than not
-(bench/bench_quality.py measures the choice). Both parts of a shard share IDF statistics (checkpoint
-plus delta), kept incrementally.
+(`base.fuse`; the constants are fitted by bench/fit_fusion.py) where `lexical` is BM25 divided by
+the query's total IDF (1.0 when every query word occurs once in an average-length entry), capped
+at 1. A power above 1 (2, fitted) keeps a strong lexical match (most of the query's rare words)
+decisive while a weak partial one (a name, a common word) barely moves the ranking: on
+paraphrased questions, partial word overlaps point at the wrong memory more often than not. Both
+parts of a shard share IDF statistics (checkpoint plus delta), kept incrementally. Each part
+also gives its candidates' stored vectors on demand (`Candidates.vectors`), for the diversity of
+the final list (`ops/diversify.py`).
 """
 
 from __future__ import annotations
