@@ -1,22 +1,25 @@
-"""Fit the fusion constants on the dev split of our conversation benchmark (never on test).
+"""Fit the ranking constants on the dev split of our conversation benchmark (never on test).
 
-    python bench/fit_fusion.py [--split dev] [--embedder static]
+    python bench/fit_fusion.py [--split dev] [--embedder static] [--no-grid]
 
 The shipped ranking is
 
     relevance = VECTOR_WEIGHT * max(cosine, 0) + (1 - VECTOR_WEIGHT) * lexical ** LEXICAL_POWER
 
-(`store/backends/base.py`), then the entries are listed by maximal marginal relevance with
-weight DIVERSITY (`store/ops/diversify.py`). This script computes every (question, turn) signal
-once, through the store itself (`bench/fusion_signals.py`), then scores each point of a grid of
-the three constants with the shipped functions, as `bench/bench_conv.py` would (limit 50). The
-objective is ev@5 + ev@10 over all dev questions (the issue's targets); it prints the leaders,
-the fitted point per question type and the old constants for comparison. It also prints the best
-point under the issue's other condition (no question type worse than the old constants at ev@5
-and ev@10): the constants in the store are that point.
+(`store/backends/base.py`), then the entries are listed by maximal marginal relevance over
+near-copies, with the constants DIVERSITY and SIMILAR (`store/ops/diversify.py`). This script
+computes every (question, turn) signal once, through the store itself
+(`bench/fusion_signals.py`), then scores each point of a grid of the four constants with the
+shipped functions, as `bench/bench_conv.py` would (limit 50). The objective is ev@5 + ev@10 over
+all dev questions (the issue's targets); it prints the leaders, and the best point under the
+issue's other condition (no question type worse than the old constants at ev@5 and ev@10): the
+constants in the store are that point. A first, wider grid (VECTOR_WEIGHT 0.4 to 0.7, power 1 to
+3, no SIMILAR) put every leader at a power of 1.5 or 2 and a weight of 0.45 to 0.6: the grid
+below is that region. `--no-grid` only compares the old and the shipped constants (for another
+embedder).
 
-Reciprocal rank fusion was tried here too and lost to score fusion (see the README); it would
-also make relevance a function of the other candidates, so `min_score` would mean nothing fixed.
+Reciprocal rank fusion was tried too and lost to score fusion (see the README); it would also
+make relevance a function of the other candidates, so `min_score` would mean nothing fixed.
 """
 
 from __future__ import annotations
