@@ -21,7 +21,9 @@ The contract, which both backends' tests check:
 - Outside a lock, reads see every write acknowledged before they started.
 - `Scope.search` ranks by the same contract on every backend: `relevance` in [0, 1] is
   `fuse(cosine, lexical)`, where `lexical` is BM25 normalised by the query's total IDF and
-  capped at 1; each part's `total` counts the rows that pass the filters, before any cut.
+  capped at 1; each part's `total` counts the rows that pass the filters, before any cut; and
+  with a query, `Candidates.vectors` gives the stored vectors of its rows (the operations list
+  the merged result by diversity, `ops/diversify.py`).
 - Records with an `expires_at` in the past are invisible to reads; they leave the disk when
   the backend purges them (a checkpoint, `mem gc`).
 """
