@@ -491,7 +491,7 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
         entry = {**public(part.doc(row)), "relevance": round(float(relevance[at]), 6)}
         if explain is not None:
             entry["explain"] = _explanation(part, row, explain)
-            if penalties is not None and penalties[n] > 0:
+            if penalties is not None and twins is not None and penalties[n] > 0:
                 twin = refs[listed[twins[n]]]
                 entry["explain"]["diversity"] = {
                     "penalty": round(float(penalties[n]), 6),

@@ -300,8 +300,10 @@ def _vectors(scope: PgScope, seqs: np.ndarray, dim: int) -> Callable[[np.ndarray
         out = np.zeros((len(wanted), dim), dtype=np.float32)
         for i, seq in enumerate(wanted):
             vec = found.get(seq)
+            if vec is None:
+                continue
             vec = vec.to_numpy() if hasattr(vec, "to_numpy") else vec  # pgvector's Vector, or an array
-            if vec is not None and len(vec) == dim:
+            if len(vec) == dim:
                 out[i] = np.asarray(vec, dtype=np.float32)
         return out
 
