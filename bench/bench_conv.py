@@ -5,13 +5,13 @@ old hybrid and the new default, per question type and overall.
                                [--modes lexical,vector,old,new] [--json results.json]
 
 Each conversation goes into a fresh store (its own `MEM_HOME`) through `mem serve-stdio` (this
-checkout's, `python -m cli.main serve-stdio`; `MEM_BENCH_BIN` names another `mem`): each turn is
+checkout's, `python -m a2e_mem.cli.main serve-stdio`; `MEM_BENCH_BIN` names another `mem`): each turn is
 a semantic A2E entry keyed by its turn id whose content is {"speaker", "text", "date"} (the
 session's date), stored in `memory/store` batches of 200. Each question is one
 `memory/retrieve` with its text as `query` and `limit` 50.
 
-The modes differ only in the ranking constants (`store.backends.base.VECTOR_WEIGHT` and
-`LEXICAL_POWER`, `store.ops.diversify.DIVERSITY`): "new default" is the server as shipped; "old
+The modes differ only in the ranking constants (`a2e_mem.backends.base.VECTOR_WEIGHT` and
+`LEXICAL_POWER`, `a2e_mem.ops.diversify.DIVERSITY`): "new default" is the server as shipped; "old
 hybrid" is the hand-set fusion shipped before issue 12 (0.7 * cosine + 0.3 * lexical^2, listed by
 relevance alone); "lexical alone" (weight 0: rank by BM25) and "vector alone" (weight 1: rank by
 cosine) list by relevance alone too. Each runs the same `serve-stdio` on the same store, started
@@ -52,10 +52,10 @@ MODES = {  # name -> (title, ranking constants; None: as shipped)
     "new": ("new default (as shipped)", None),
 }
 LAUNCHER = (
-    "import os, json, store.backends.base as base, store.ops.diversify as diversify; "
+    "import os, json, a2e_mem.backends.base as base, a2e_mem.ops.diversify as diversify; "
     "c = json.loads(os.environ['MEM_BENCH_RANKING']); base.VECTOR_WEIGHT = c['VECTOR_WEIGHT']; "
     "base.LEXICAL_POWER = c['LEXICAL_POWER']; diversify.DIVERSITY = c['DIVERSITY']; "
-    "from cli.main import run; run()"
+    "from a2e_mem.cli.main import run; run()"
 )
 
 
@@ -64,7 +64,7 @@ def server_cmd(constants: dict | None) -> list[str]:
         return [sys.executable, "-c", LAUNCHER, "serve-stdio"]
     if os.environ.get("MEM_BENCH_BIN"):
         return [os.environ["MEM_BENCH_BIN"], "serve-stdio"]
-    return [sys.executable, "-m", "cli.main", "serve-stdio"]
+    return [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"]
 
 
 class Server:

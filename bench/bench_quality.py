@@ -43,10 +43,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from store.backends import base  # noqa: E402
-from store.backends.files import search as files_search  # noqa: E402
-from store.ops import diversify  # noqa: E402
-from store.service import MemoryService  # noqa: E402
+from a2e_mem.backends import base  # noqa: E402
+from a2e_mem.backends.files import search as files_search  # noqa: E402
+from a2e_mem.ops import diversify  # noqa: E402
+from a2e_mem.service import MemoryService  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "convmem.json"
 MODES = {  # name -> (vector weight, force the index)
@@ -150,7 +150,7 @@ def loaded_store(
 
 def search_paths(svc: MemoryService, question: str) -> str:
     """How the backend's search found the rows of one question: "exact" or "index" per part."""
-    from store import clock
+    from a2e_mem import clock
 
     scope = svc.backend.scope("quality", "semantic", schema="entries")
     parts = scope.search(clock.now(), base.Filters(), svc.backend.embed([question])[0], question, k=10)

@@ -33,10 +33,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from a2e_mem.backends import base  # noqa: E402
+from a2e_mem.ops import diversify  # noqa: E402
 from bench.bench_conv import COLUMNS, LIMIT, TYPES, score  # noqa: E402
 from bench.fusion_signals import split_signals  # noqa: E402
-from store.backends import base  # noqa: E402
-from store.ops import diversify  # noqa: E402
 
 GRID = {
     "VECTOR_WEIGHT": (0.5, 0.55, 0.6, 0.65),

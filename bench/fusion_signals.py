@@ -21,10 +21,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from store import clock  # noqa: E402
-from store.backends.base import Filters  # noqa: E402
-from store.schemas import entry_text  # noqa: E402
-from store.service import MemoryService  # noqa: E402
+from a2e_mem import clock  # noqa: E402
+from a2e_mem.backends.base import Filters  # noqa: E402
+from a2e_mem.schemas import entry_text  # noqa: E402
+from a2e_mem.service import MemoryService  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "convbench.json"
 

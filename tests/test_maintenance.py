@@ -8,11 +8,11 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from store import clock
-from store.backends import base
-from store.errors import NotFound, StoreMismatch
-from store.service import MemoryService
+from a2e_mem import clock
+from a2e_mem.backends import base
+from a2e_mem.cli.main import app
+from a2e_mem.errors import NotFound, StoreMismatch
+from a2e_mem.service import MemoryService
 
 runner = CliRunner()
 

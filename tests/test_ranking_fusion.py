@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from store.backends import base
-from store.ops import diversify
+from a2e_mem.backends import base
+from a2e_mem.ops import diversify
 
 
 def test_fusion_is_bounded_and_grows_with_each_signal():
