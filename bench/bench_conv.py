@@ -1,8 +1,8 @@
-"""Retrieval on our own long-conversation set (bench/convgen.py): lexical alone, vector alone and
-the shipped hybrid, per question type and overall.
+"""Retrieval on our own long-conversation set (bench/convgen.py): lexical alone, vector alone, the
+old hybrid and the new default, per question type and overall.
 
     python bench/bench_conv.py --split dev|test [--embedder static] [--data bench/data/convbench.json]
-                               [--modes hybrid,lexical,vector] [--json results.json]
+                               [--modes lexical,vector,old,new] [--json results.json]
 
 Each conversation goes into a fresh store (its own `MEM_HOME`) through `mem serve-stdio` (this
 checkout's, `python -m a2e_mem.cli.main serve-stdio`; `MEM_BENCH_BIN` names another `mem`): each turn is
@@ -10,10 +10,13 @@ a semantic A2E entry keyed by its turn id whose content is {"speaker", "text", "
 session's date), stored in `memory/store` batches of 200. Each question is one
 `memory/retrieve` with its text as `query` and `limit` 50.
 
-The modes differ only in the fusion weight (`a2e_mem.backends.base.VECTOR_WEIGHT`): "hybrid
-(shipped)" is the server as shipped; "lexical alone" (weight 0, rank by BM25) and "vector alone"
-(weight 1, rank by cosine) run the same `serve-stdio` on the same store, started by a two-line
-launcher that sets the weight before the CLI starts. Every query is on the wire in every mode.
+The modes differ only in the ranking constants (`a2e_mem.backends.base.VECTOR_WEIGHT` and
+`LEXICAL_POWER`, `a2e_mem.ops.diversify.DIVERSITY`): "new default" is the server as shipped; "old
+hybrid" is the hand-set fusion shipped before issue 12 (0.7 * cosine + 0.3 * lexical^2, listed by
+relevance alone); "lexical alone" (weight 0: rank by BM25) and "vector alone" (weight 1: rank by
+cosine) list by relevance alone too. Each runs the same `serve-stdio` on the same store, started
+by a two-line launcher that sets the constants before the CLI starts. Every query is on the wire
+in every mode. After the tables, old and new side by side, with the difference in points.
 
 Figures, averaged over the questions of a type (and over all of them):
 - hit@k: an evidence turn is among the first k results;
@@ -41,19 +44,23 @@ LIMIT = 50
 BATCH = 200
 HITS = (1, 5, 10)
 EVIDENCE = (5, 10, 25, 50)
-MODES = {  # name -> vector weight (None: as shipped)
-    "hybrid": ("hybrid (shipped)", None),
-    "lexical": ("lexical alone", 0.0),
-    "vector": ("vector alone", 1.0),
+OLD = {"VECTOR_WEIGHT": 0.7, "LEXICAL_POWER": 2.0, "DIVERSITY": 0.0}  # before issue 12
+MODES = {  # name -> (title, ranking constants; None: as shipped)
+    "lexical": ("lexical alone", {"VECTOR_WEIGHT": 0.0, "LEXICAL_POWER": 1.0, "DIVERSITY": 0.0}),
+    "vector": ("vector alone", {"VECTOR_WEIGHT": 1.0, "LEXICAL_POWER": 1.0, "DIVERSITY": 0.0}),
+    "old": ("old hybrid (0.7 * cosine + 0.3 * lexical^2, by relevance alone)", OLD),
+    "new": ("new default (as shipped)", None),
 }
 LAUNCHER = (
-    "import os, a2e_mem.backends.base as base; base.VECTOR_WEIGHT = float(os.environ['MEM_BENCH_VECTOR_WEIGHT']); "
+    "import os, json, a2e_mem.backends.base as base, a2e_mem.ops.diversify as diversify; "
+    "c = json.loads(os.environ['MEM_BENCH_RANKING']); base.VECTOR_WEIGHT = c['VECTOR_WEIGHT']; "
+    "base.LEXICAL_POWER = c['LEXICAL_POWER']; diversify.DIVERSITY = c['DIVERSITY']; "
     "from a2e_mem.cli.main import run; run()"
 )
 
 
-def server_cmd(weight: float | None) -> list[str]:
-    if weight is not None:
+def server_cmd(constants: dict | None) -> list[str]:
+    if constants is not None:
         return [sys.executable, "-c", LAUNCHER, "serve-stdio"]
     if os.environ.get("MEM_BENCH_BIN"):
         return [os.environ["MEM_BENCH_BIN"], "serve-stdio"]
@@ -63,13 +70,12 @@ def server_cmd(weight: float | None) -> list[str]:
 class Server:
     """One `mem serve-stdio` over `home`, with one session in namespace `conv`."""
 
-    def __init__(self, home: Path, embedder: str, weight: float | None) -> None:
+    def __init__(self, home: Path, embedder: str, constants: dict | None) -> None:
         env = {**os.environ, "MEM_HOME": str(home), "MEM_EMBEDDER": embedder}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        if weight is not None:
-            env["MEM_BENCH_VECTOR_WEIGHT"] = repr(weight)
+        if constants is not None:
+            env["MEM_BENCH_RANKING"] = orjson.dumps(constants).decode()
         self.proc = subprocess.Popen(
-            server_cmd(weight), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=ROOT
+            server_cmd(constants), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=ROOT
         )
         self.n = 0
         self.call("handshake/req", agent_id="bench", agent_caps=[], auth_token="")
@@ -150,12 +156,27 @@ def print_table(name: str, summary: dict[str, dict[str, float]]) -> None:
         print(f"{kind:12} {r['n']:4d} " + " ".join(f"{r[c]:6.3f}" for c in COLUMNS))
 
 
+def print_comparison(old: dict[str, dict[str, float]], new: dict[str, dict[str, float]]) -> None:
+    """Old hybrid and new default side by side: a line per type and figure, the difference in points."""
+    print(f"\nold hybrid vs new default\n{'type':12} {'figure':7} {'old':>6} {'new':>6} {'Δ pts':>6}")
+    for kind in old:
+        for c in COLUMNS:
+            label = kind if c == COLUMNS[0] else ""
+            print(
+                f"{label:12} {c:7} {old[kind][c]:6.3f} {new[kind][c]:6.3f} {100 * (new[kind][c] - old[kind][c]):+6.1f}"
+            )
+
+
 def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    from bench.common import check_installed_checkout
+
+    check_installed_checkout()  # the servers run the a2e_mem installed here: this checkout's
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", choices=("dev", "test"), required=True)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--embedder", default="static")
-    parser.add_argument("--modes", default="hybrid,lexical,vector", help="comma-separated: " + ", ".join(MODES))
+    parser.add_argument("--modes", default="lexical,vector,old,new", help="comma-separated: " + ", ".join(MODES))
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -178,6 +199,8 @@ def main() -> int:
     for mode in modes:
         results[mode] = summarise(rows[mode])
         print_table(MODES[mode][0], results[mode])
+    if "old" in results and "new" in results:
+        print_comparison(results["old"], results["new"])
     elapsed = time.perf_counter() - started
     print(f"\nruntime {elapsed:.1f} s")
     if args.json:

@@ -11,7 +11,8 @@ Each memory (one chat turn) is stored as an A2E entry whose content is {"speaker
 of its answer memories is among the first k entries.
 
 On the files backend the modes change only the fusion weight (`store/backends/base.py`
-VECTOR_WEIGHT) and whether the Annoy index is forced (`store/backends/files/search.py`
+VECTOR_WEIGHT; the single-signal modes also list by relevance alone, without diversity) and
+whether the Annoy index is forced (`store/backends/files/search.py`
 EXACT_MAX); everything else is the store as shipped. On PostgreSQL only the shipped hybrid runs
 (its search is its own: those two knobs are the files backend's).
 
@@ -44,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from a2e_mem.backends import base  # noqa: E402
 from a2e_mem.backends.files import search as files_search  # noqa: E402
+from a2e_mem.ops import diversify  # noqa: E402
 from a2e_mem.service import MemoryService  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "convmem.json"
@@ -106,11 +108,13 @@ def is_postgres(url: str | None) -> bool:
 def run_modes(svc: MemoryService, questions: list[dict], modes: list[str]) -> None:
     """One table: each mode, on all questions and on each kind."""
     shipped_weight, shipped_exact_max = base.VECTOR_WEIGHT, files_search.EXACT_MAX
+    shipped_diversity = diversify.DIVERSITY
     print(f"{'mode':18} {'questions':11} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'MRR':>6}")
     try:
         for mode in modes:
             weight, force_index = MODES[mode]
             base.VECTOR_WEIGHT = shipped_weight if weight is None else weight  # `fuse` reads it on each call
+            diversify.DIVERSITY = shipped_diversity if weight is None else 0.0  # one signal alone: by relevance
             files_search.EXACT_MAX = 0 if force_index else shipped_exact_max
             for kind in KINDS:
                 r = evaluate(svc, questions, kind)
@@ -118,6 +122,7 @@ def run_modes(svc: MemoryService, questions: list[dict], modes: list[str]) -> No
                 print(f"{mode:18} {label:11} {r['hit@1']:6.3f} {r['hit@5']:6.3f} {r['hit@10']:6.3f} {r['MRR']:6.3f}")
     finally:
         base.VECTOR_WEIGHT, files_search.EXACT_MAX = shipped_weight, shipped_exact_max
+        diversify.DIVERSITY = shipped_diversity
 
 
 @contextlib.contextmanager

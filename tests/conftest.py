@@ -16,6 +16,7 @@ from a2e_mem import clock
 
 BOTH_BACKENDS = {
     "test_service",
+    "test_ranking_fusion",
     "test_documents",
     "test_episodes",
     "test_persistent",

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from a2e_mem import clock
+from a2e_mem.backends import base
 from a2e_mem.cli.main import app
 from a2e_mem.errors import NotFound, StoreMismatch
 from a2e_mem.service import MemoryService
@@ -130,7 +131,8 @@ def test_explain_says_why(home):
     hit = svc.retrieve(scope, query="python packaging", tags=["py"], explain=True)["entries"][0]
     why = hit["explain"]
     assert why["lexical"] == 1.0 and 0 < why["vector"] <= 1 and why["filters"]["tags"] == ["py"]
-    assert hit["relevance"] == pytest.approx(0.7 * why["vector"] + 0.3 * why["lexical"] ** 2, abs=1e-5)
+    weight, power = base.VECTOR_WEIGHT, base.LEXICAL_POWER
+    assert hit["relevance"] == pytest.approx(weight * why["vector"] + (1 - weight) * why["lexical"] ** power, abs=1e-5)
     plain = svc.retrieve(scope, explain=True)["entries"][0]["explain"]
     assert "no query" in plain["fusion"]
     result = runner.invoke(app, ["retrieve", "-n", "proj", "-a", "alice", "-q", "python", "--explain"])

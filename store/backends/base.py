@@ -21,7 +21,9 @@ The contract, which both backends' tests check:
 - Outside a lock, reads see every write acknowledged before they started.
 - `Scope.search` ranks by the same contract on every backend: `relevance` in [0, 1] is
   `fuse(cosine, lexical)`, where `lexical` is BM25 normalised by the query's total IDF and
-  capped at 1; each part's `total` counts the rows that pass the filters, before any cut.
+  capped at 1; each part's `total` counts the rows that pass the filters, before any cut; and
+  with a query, `Candidates.vectors` gives the stored vectors of its rows (the operations list
+  the merged result by diversity, `ops/diversify.py`).
 - Records with an `expires_at` in the past are invisible to reads; they leave the disk when
   the backend purges them (a checkpoint, `mem gc`).
 """
@@ -47,14 +49,25 @@ Progress = Callable[[int, int], None]
 
 SYSTEM = "\x00system"  # the namespace of the store's own records (`mem init` sessions); no user can name it
 
-VECTOR_WEIGHT = 0.7
-FUSION = f"{VECTOR_WEIGHT} * max(vector, 0) + {1 - VECTOR_WEIGHT:.1f} * lexical^2"
+# relevance = VECTOR_WEIGHT * max(cosine, 0) + (1 - VECTOR_WEIGHT) * lexical ** LEXICAL_POWER; both
+# fitted by bench/fit_fusion.py on the dev split of bench/data/convbench.json (issue 12). Until
+# then they were set by hand: 0.7 and 2 (bench/bench_conv.py's "old hybrid" mode runs them).
+VECTOR_WEIGHT = 0.5
+LEXICAL_POWER = 2.0
+
+
+def fusion_formula() -> str:
+    """The fusion as `--explain` shows it (read on each call: the benchmarks change the constants)."""
+    return f"{VECTOR_WEIGHT:g} * max(vector, 0) + {1 - VECTOR_WEIGHT:g} * lexical^{LEXICAL_POWER:g}"
 
 
 def fuse(vector: np.ndarray, lexical: np.ndarray) -> np.ndarray:
-    """Relevance from cosine similarity and normalised BM25 (see `backends/files/search.py`
-    for why the lexical half is squared)."""
-    return np.clip(VECTOR_WEIGHT * np.maximum(vector, 0) + (1 - VECTOR_WEIGHT) * np.square(lexical), 0.0, 1.0)
+    """Relevance from cosine similarity and normalised BM25 (see `backends/files/search.py` for
+    why the lexical part is raised to a power above 1). Both parts are in [0, 1] and the weights
+    sum to 1, so relevance is too; it grows with each signal, and a row matching no query word
+    has relevance VECTOR_WEIGHT * cosine: that is what a `min_score` floor means."""
+    lexical_part = np.power(np.clip(lexical, 0.0, 1.0), LEXICAL_POWER)
+    return np.clip(VECTOR_WEIGHT * np.maximum(vector, 0) + (1 - VECTOR_WEIGHT) * lexical_part, 0.0, 1.0)
 
 
 @dataclass
@@ -77,6 +90,9 @@ class Candidates:
     total: int  # rows that pass the filters, before any cut
     path: str = "filter"  # how the rows were found: "filter" (no query), "exact" or "index"
     order: np.ndarray | None = None  # what ranks the rows when it is not relevance (no query)
+    # positions (indexes into `rows`) -> their stored unit vectors, one row each (zeros for a row
+    # without one); for the diversity of a result list (`ops/diversify.py`); None without a query
+    vectors: Callable[[np.ndarray], np.ndarray] | None = None
 
     @property
     def rank(self) -> np.ndarray:

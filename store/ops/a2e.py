@@ -17,13 +17,14 @@ import orjson
 from pydantic import ValidationError
 
 from .. import clock
-from ..backends.base import FUSION, SYSTEM, Backend, Candidates, Filters, Scope
+from ..backends.base import SYSTEM, Backend, Candidates, Filters, Scope, fusion_formula
 from ..config import Config, Limits
 from ..embed import encode_vectors
 from ..errors import InvalidInput, MemoryFull, NotFound, Unauthorized
 from ..models import MAX_NAME, TIERS, MemoryEntry, new_id
 from ..redact import redact
 from ..schemas import entry_text
+from . import diversify
 
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
@@ -410,7 +411,7 @@ class A2E:
         qvec = self.backend.embed([query])[0] if query else None  # after the shards: same embedder
         parts: list[Candidates] = []
         for shard in shards:
-            parts += shard.search(now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
+            parts += shard.search(now, filters, qvec, query, k=_depth(limit), exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         found = _rank(parts, limit, min_score, applied if explain else None)
         return {**found, "warnings": warnings} if warnings else found
@@ -438,7 +439,9 @@ class A2E:
         now, filters = clock.now(), Filters(tuple(tags))
         qvec = self.backend.embed([query])[0] if query else None
         parts = [
-            p for shard in shards for p in shard.search(now, filters, qvec, query, k=limit, exhaustive=min_score > 0)
+            p
+            for shard in shards
+            for p in shard.search(now, filters, qvec, query, k=_depth(limit), exhaustive=min_score > 0)
         ]
         return _rank(parts, limit, min_score)["entries"]
 
@@ -471,27 +474,89 @@ class A2E:
         return len(doomed)
 
 
+def _depth(limit: int) -> int:
+    """How many candidates a query asks of each shard: the pool `_rank` diversifies."""
+    return diversify.pool_size(limit)
+
+
 def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
     """Merge candidates of several shards: filter on relevance, order (by relevance, or without a
-    query by importance), then by recency, cut to `limit`."""
+    query by importance), then by recency, cut to `limit`. With a query, near-copies of entries
+    already listed give way to other entries (`diversify.py`): the pool is larger than `limit`
+    so that a demoted copy can be replaced."""
     total = 0
+    queried = any(p.order is None and p.vectors is not None for p in parts)
+    pool_size = diversify.pool_size(limit) if queried else limit
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
         kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
         total += len(kept) if min_score > 0 else part.total
-        pool.append((part, _leaders(part.rank, kept, limit)))
+        pool.append((part, _leaders(part.rank, kept, pool_size)))
     relevance = np.concatenate([p.relevance[i] for p, i in pool]) if pool else np.zeros(0)
     rank = np.concatenate([p.rank[i] for p, i in pool]) if pool else np.zeros(0)
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
+    ordered = np.lexsort((-updated, -rank))[:pool_size]
+    listed, penalties, twins = (
+        _diversified(refs, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
+    )
     entries = []
-    for at in np.lexsort((-updated, -rank))[:limit]:
+    for n, at in enumerate(listed):
         part, row = refs[at]
         entry = {**public(part.doc(row)), "relevance": round(float(relevance[at]), 6)}
         if explain is not None:
             entry["explain"] = _explanation(part, row, explain)
+            if penalties is not None and twins is not None and penalties[n] > 0:
+                twin = refs[listed[twins[n]]]
+                entry["explain"]["diversity"] = {
+                    "penalty": round(float(penalties[n]), 6),
+                    "like": public(twin[0].doc(twin[1])).get("key"),
+                    "rule": diversify.rule(),
+                }
         entries.append(entry)
     return {"entries": entries, "total": total}
+
+
+def _diversified(
+    refs: list[tuple[Candidates, int]], ordered: np.ndarray, relevance: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The pool positions `ordered` (best first) as listed: the first `MAX_LISTED` by `diversify`
+    (among the head of the pool), the rest by relevance; with each one's penalty and the index
+    (into the listing) of the entry it was most like. When the entries' vectors have different
+    dimensions (a reindex under way) or a part has none, the list is by relevance alone."""
+    listed = min(limit, diversify.MAX_LISTED)
+    head = ordered[: diversify.pool_size(listed)]
+    vectors = _vectors_of([refs[int(at)] for at in head])
+    if vectors is None:
+        return ordered[:limit], None, None
+    picks, penalties, twins = diversify.diversify(relevance[head], vectors, listed)
+    chosen = head[picks]
+    rest = np.setdiff1d(ordered, chosen, assume_unique=True)  # sorted: put back in `ordered`'s order
+    rest = ordered[np.isin(ordered, rest)][: limit - len(chosen)]
+    positions = {int(p): n for n, p in enumerate(picks)}
+    twins = np.array([positions.get(int(t), -1) for t in twins] + [-1] * len(rest), dtype=np.int64)
+    penalties = np.concatenate([penalties, np.zeros(len(rest))])
+    return np.concatenate([chosen, rest]).astype(np.int64), penalties, twins
+
+
+def _vectors_of(refs: list[tuple[Candidates, int]]) -> np.ndarray | None:
+    """The stored vectors of (part, row) pairs, one round trip per part; None when a part has no
+    vectors or two parts' dimensions differ."""
+    by_part: dict[int, list[int]] = {}
+    for n, (part, _) in enumerate(refs):
+        by_part.setdefault(id(part), []).append(n)
+    out: np.ndarray | None = None
+    for positions in by_part.values():
+        part = refs[positions[0]][0]
+        if part.vectors is None:
+            return None
+        block = part.vectors(np.array([refs[n][1] for n in positions], dtype=np.int64))
+        if out is None:
+            out = np.zeros((len(refs), block.shape[1]), dtype=np.float32)
+        if block.shape[1] != out.shape[1]:
+            return None
+        out[positions] = block
+    return out
 
 
 def _leaders(rank: np.ndarray, kept: np.ndarray, limit: int) -> np.ndarray:
@@ -516,7 +581,7 @@ def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
     return {
         "vector": round(float(part.vector[row]), 6),
         "lexical": round(float(part.lexical[row]), 6),
-        "fusion": FUSION,
+        "fusion": fusion_formula(),
         "path": part.path,
         "filters": filters,
     }

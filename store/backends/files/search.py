@@ -6,14 +6,16 @@ filters leave few rows or a threshold needs every score; otherwise the candidate
 neighbours plus the BM25 leaders, over-fetched so that rows removed by the filters (tombstones,
 expiry, tags) do not starve the result. Every candidate then gets both scores exactly:
 
-    relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical ** 2
+    relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical ** LEXICAL_POWER
 
-where `lexical` is BM25 divided by the query's total IDF (1.0 when every query word occurs once in
-an average-length entry), capped at 1. Squaring keeps a strong lexical match (most of the query's
-rare words) decisive while a weak partial one (a name, a common word) barely moves the ranking:
-on paraphrased questions, partial word overlaps point at the wrong memory more often than not
-(bench/bench_quality.py measures the choice). Both parts of a shard share IDF statistics (checkpoint
-plus delta), kept incrementally.
+(`base.fuse`; the constants are fitted by bench/fit_fusion.py) where `lexical` is BM25 divided by
+the query's total IDF (1.0 when every query word occurs once in an average-length entry), capped
+at 1. A power above 1 (2, fitted) keeps a strong lexical match (most of the query's rare words)
+decisive while a weak partial one (a name, a common word) barely moves the ranking: on
+paraphrased questions, partial word overlaps point at the wrong memory more often than not. Both
+parts of a shard share IDF statistics (checkpoint plus delta), kept incrementally. Each part
+also gives its candidates' stored vectors on demand (`Candidates.vectors`), for the diversity of
+the final list (`ops/diversify.py`).
 """
 
 from __future__ import annotations
@@ -172,7 +174,22 @@ def _scored(
     _, updated = _columns(shard, part)
     indexed = part == "seg" and not exhaustive and total > max(EXACT_MAX, fetch)
     path = "index" if indexed and shard.seg is not None and shard.seg.index is not None else "exact"
-    return Candidates(_fetch(shard, part), rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
+    found = Candidates(_fetch(shard, part), rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
+    found.vectors = _vectors(shard, part, rows)
+    return found
+
+
+def _vectors(shard: Shard, part: str, rows: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """The stored vectors of some of `rows` (by position), as float32."""
+
+    def vectors(positions: np.ndarray) -> np.ndarray:
+        picked = rows[positions]
+        if part == "mem":
+            return np.asarray(shard.mem.vectors[picked], dtype=np.float32)
+        assert shard.seg is not None
+        return np.asarray(shard.seg.vectors[picked], dtype=np.float32)
+
+    return vectors
 
 
 def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:

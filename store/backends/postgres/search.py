@@ -12,7 +12,7 @@ Which rows are candidates (each then gets both scores exactly):
 - exact, when the filtered scope has at most EXACT_MAX rows, or `exhaustive` asks for every
   score: the `fetch` rows of highest cosine (computed in SQL in an expression the planner cannot
   serve from the HNSW index) and every row holding a query term. That is every row that can rank
-  in the top `fetch` by relevance: a row without a query term scores 0.7 * cosine, so one outside
+  in the top `fetch` by relevance: a row without a query term scores VECTOR_WEIGHT * cosine, so one outside
   the cosine leaders is beaten by at least `fetch` rows. With `exhaustive`, every filtered row.
 - index, otherwise: the HNSW index's nearest rows of the whole table (`hnsw.ef_search` raised so
   that enough of them pass the scope's filters), filtered; the rows written since the index's
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -94,7 +95,7 @@ def search(
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
         path = "exact"
-    return [_scored(scope, rows, weights, avgdl, total, path)]
+    return [_scored(scope, rows, weights, avgdl, total, path, len(qvec))]
 
 
 def _after_reindex(scope: PgScope) -> np.ndarray:
@@ -269,7 +270,7 @@ def _rarest(qterms: list[str], dfs: list[int]) -> list[str]:
 
 
 def _scored(
-    scope: PgScope, rows: list[tuple], weights: dict[str, float], avgdl: float, total: int, path: str
+    scope: PgScope, rows: list[tuple], weights: dict[str, float], avgdl: float, total: int, path: str, dim: int
 ) -> Candidates:
     n = len(rows)
     seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
@@ -283,7 +284,30 @@ def _scored(
             lexical[i] = bm25(Counter(matched), weights, length, avgdl) / norm
     lexical = np.minimum(lexical, 1.0)
     relevance = fuse(vector, lexical)
-    return Candidates(Loader(scope, seqs, relevance), np.arange(n), relevance, vector, lexical, updated, total, path)
+    found = Candidates(Loader(scope, seqs, relevance), np.arange(n), relevance, vector, lexical, updated, total, path)
+    found.vectors = _vectors(scope, seqs, dim)
+    return found
+
+
+def _vectors(scope: PgScope, seqs: np.ndarray, dim: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The stored vectors of some candidates (by position), in one round trip; a row without a
+    vector of the query's dimension gets zeros (as its cosine counted 0)."""
+
+    def vectors(positions: np.ndarray) -> np.ndarray:
+        wanted = [int(seqs[p]) for p in positions]
+        found = dict(_run(scope, f"SELECT seq, vec FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
+                          {**scope.key, "seqs": wanted}))  # fmt: skip
+        out = np.zeros((len(wanted), dim), dtype=np.float32)
+        for i, seq in enumerate(wanted):
+            vec = found.get(seq)
+            if vec is None:
+                continue
+            vec = vec.to_numpy() if hasattr(vec, "to_numpy") else vec  # pgvector's Vector, or an array
+            if len(vec) == dim:
+                out[i] = np.asarray(vec, dtype=np.float32)
+        return out
+
+    return vectors
 
 
 def bm25(tf: Counter, weights: dict[str, float], length: int, avgdl: float) -> float:

@@ -1,0 +1,74 @@
+"""The ranking signals of every (question, turn) pair of bench/data/convbench.json, for fitting
+and comparing fusions offline (bench/fit_fusion.py) without a server per try.
+
+Each conversation is stored in a fresh files store, in-process (`MemoryService`), exactly as
+bench/bench_conv.py stores it over the wire (one semantic entry a turn, content {"speaker",
+"text", "date"}, key {"id"}); each question is searched exhaustively (`Scope.search(...,
+exhaustive=True)`), so that every turn gets the shipped `vector` (cosine) and `lexical`
+(normalised BM25, capped at 1) signals. Rows are saved in the order the store keeps them
+(write order).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from a2e_mem import clock  # noqa: E402
+from a2e_mem.backends.base import Filters  # noqa: E402
+from a2e_mem.schemas import entry_text  # noqa: E402
+from a2e_mem.service import MemoryService  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data" / "convbench.json"
+
+
+def conversation_signals(conv: dict, embedder: str) -> tuple[list[dict], np.ndarray]:
+    """Per question: its type, evidence mask, and the vector and lexical signal of each turn;
+    and the turns' vectors (as stored: the embedder's vector of the entry's text)."""
+    svc = MemoryService(tempfile.mkdtemp(prefix="mem-signals-"), embedder=embedder)
+    try:
+        session = svc.scope("conv", "bench")
+        entries = [
+            {"key": {"id": t["id"]}, "content": {"speaker": t["speaker"], "text": t["text"], "date": t["date"]}}
+            for t in conv["turns"]
+        ]
+        for i in range(0, len(entries), 500):
+            svc.store(session, [{**e, "tier": "semantic"} for e in entries[i : i + 500]])
+        scope = svc.backend.scope("conv", "semantic", schema="entries")
+        order = {t["id"]: i for i, t in enumerate(conv["turns"])}
+        out = []
+        texts = [""] * len(order)
+        for q in conv["questions"]:
+            qvec = svc.backend.embed([q["question"]])[0]
+            parts = scope.search(clock.now(), Filters(), qvec, q["question"], k=50, exhaustive=True)
+            vec = np.zeros(len(order), dtype=np.float32)
+            lex = np.zeros(len(order), dtype=np.float32)
+            for part in parts:
+                for i in range(len(part.rows)):
+                    at = order[part.doc(i)["key"]["id"]]
+                    vec[at], lex[at] = part.vector[i], part.lexical[i]
+                    texts[at] = entry_text(part.doc(i))
+            evidence = np.zeros(len(order), dtype=bool)
+            evidence[[order[e] for e in q["evidence"]]] = True
+            out.append({"type": q["type"], "vec": vec, "lex": lex, "evidence": evidence, "conv": conv["id"]})
+        return out, svc.backend.embed(texts)
+    finally:
+        svc.close()
+
+
+def split_signals(split: str, data: Path = DATA, embedder: str = "static") -> list[dict]:
+    """Every question of `split`, each with its conversation's turn vectors under "turns"."""
+    os.environ["MEM_CHECKPOINTS"] = "off"
+    convs = [c for c in orjson.loads(data.read_bytes())["conversations"] if c["split"] == split]
+    questions = []
+    for conv in convs:
+        asked, turns = conversation_signals(conv, embedder)
+        questions += [{**q, "turns": turns} for q in asked]
+    return questions
