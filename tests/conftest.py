@@ -28,6 +28,7 @@ BOTH_BACKENDS = {
     "test_audit_security",
     "test_transfer",
     "test_ui_http",
+    "test_timeaware_store",
 }
 
 
