@@ -117,6 +117,7 @@ class Mention:
     text: str
     span: Span
     any_year: bool = False
+    at: int = 0  # where the phrase starts in its text
 
     def label(self) -> str:
         first, last = (dt.date.fromordinal(d).isoformat() for d in self.span)
@@ -137,7 +138,7 @@ def mentions(text: str, reference: dt.date, query: bool = False) -> list[Mention
         except (ValueError, OverflowError):  # "31 February", a year out of range
             continue
         if mention is not None:
-            found.append(Mention(match.group(kind), *mention))
+            found.append(Mention(match.group(kind), *mention, at=match.start(kind)))
     return found
 
 
@@ -333,33 +334,30 @@ def _season(ref: dt.date, name: str, step: int) -> Span:
 def entry_time(doc: dict[str, Any]) -> float:
     """The entry's own time in Unix seconds (see the module docstring); 0.0 when it has none.
     Called for every record stored: a few dictionary look-ups, and a regular expression over the
-    first LEADING characters only when the content has no time field."""
+    first LEADING characters of its texts only when the content has no time field."""
     content = doc.get("content")
     if isinstance(content, dict):
         for name in TIME_FIELDS:
-            if name in content:
-                seconds = _seconds(content[name])
-                if seconds is not None:
-                    return seconds
-    head = content[:LEADING] if isinstance(content, str) else _head_text(content)
-    if head:
-        day = _leading_day(head)
-        if day is not None:
-            return _ordinal_seconds(day)
+            value = content.get(name)
+            seconds = _seconds(value)
+            if seconds is None and isinstance(value, str):  # "1:56 pm on 8 May, 2023"
+                day = _leading_day(value[:64])
+                seconds = None if day is None else _ordinal_seconds(day)
+            if seconds is not None:
+                return seconds
+    day = _leading_day(content) if isinstance(content, str) else None
+    texts = [v for v in content.values() if isinstance(v, str)][:4] if isinstance(content, dict) else []
+    for text in texts:
+        day = day or _leading_day(text)
+    if day is not None:
+        return _ordinal_seconds(day)
     created = doc.get("created_at")
     return float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else 0.0
 
 
-def _head_text(content: Any) -> str:
-    """The start of a content object's first text field (a turn's `text`)."""
-    if isinstance(content, dict):
-        for value in content.values():
-            if isinstance(value, str):
-                return value[:LEADING]
-    return ""
-
-
-def _leading_day(head: str) -> int | None:
+def _leading_day(text: str) -> int | None:
+    """The day of a full date (with its year) within the first LEADING characters of `text`."""
+    head = text[:LEADING]
     for match in PHRASES.finditer(head):
         if match.lastgroup in ("iso", "dmy", "mdy") and re.search(_YEAR, match.group()):
             try:
@@ -508,7 +506,10 @@ def read_entry(doc: dict[str, Any]) -> EntryTime:
         _cache.move_to_end(key)
         return cached
     own = _day_of(entry_time(doc))
-    read = EntryTime(own.toordinal(), tuple(mentions(_said(doc), own)))
+    said = mentions(_said(doc), own)
+    if said and said[0].at < LEADING and said[0].span == (own.toordinal(),) * 2 and re.search(_YEAR, said[0].text):
+        said = said[1:]  # "[8 May 2023] Ana: ...": the entry's own date, not one it mentions
+    read = EntryTime(own.toordinal(), tuple(said))
     _cache[key] = read
     if len(_cache) > CACHE:
         _cache.popitem(last=False)
@@ -525,14 +526,16 @@ def _said(doc: dict[str, Any]) -> str:
     return flatten_text(content)
 
 
-def _overlaps(target: Mention, span: Span) -> bool:
+def _inside(target: Mention, span: Span) -> float:
+    """The share of the days of `span` inside the target period: how likely what an entry dates
+    to `span` ("this spring") happened in the period asked about ("in April")."""
+    days = span[1] - span[0] + 1
     if not target.any_year:
-        return span[0] <= target.span[1] and target.span[0] <= span[1]
-    first, last = dt.date.fromordinal(span[0]), dt.date.fromordinal(span[1])
-    if (last - first).days > 366:
-        return True
+        return max(0, min(span[1], target.span[1]) - max(span[0], target.span[0]) + 1) / days
     wanted = {_month_day_of(d) for d in range(target.span[0], target.span[1] + 1)}
-    return any(_month_day_of(d) in wanted for d in range(span[0], span[1] + 1))
+    if days > 366:
+        return min(1.0, len(wanted) / 365.25)
+    return sum(_month_day_of(d) in wanted for d in range(span[0], span[1] + 1)) / days
 
 
 def _month_day_of(day: int) -> tuple[int, int]:
@@ -548,11 +551,12 @@ def gains(asked: QueryTime, entries: list[EntryTime]) -> list[tuple[float, dict[
     for entry in entries:
         gain, why = 0.0, {}
         if asked.periods:
-            hits = [m for m in entry.mentions if any(_overlaps(t, m.span) for t in asked.periods)]
-            said = any(_overlaps(t, (entry.day, entry.day)) for t in asked.periods)
+            share = {m: max(_inside(t, m.span) for t in asked.periods) for m in entry.mentions}
+            hits = [m for m, inside in share.items() if inside > 0]
+            said = any(_inside(t, (entry.day, entry.day)) for t in asked.periods)
             if hits:
-                gain += W_PERIOD
-                why["period"] = [m.label() for m in hits]
+                gain += W_PERIOD * max(share.values())
+                why["period"] = [m.label() + (f" ({share[m]:.0%} inside)" if share[m] < 1 else "") for m in hits]
             elif said:
                 gain += W_PERIOD * W_SAID
                 why["period"] = [f"said on {dt.date.fromordinal(entry.day).isoformat()}"]

@@ -64,8 +64,8 @@ def test_words_that_are_not_dates_are_not_read_as_dates(text):
 def test_a_month_named_without_a_year_in_a_query_matches_that_month_of_any_year():
     (june,) = ta.read_query("what did we do in June?", NOW).periods
     assert june.any_year
-    assert ta._overlaps(june, (dt.date(2017, 6, 3).toordinal(),) * 2)
-    assert not ta._overlaps(june, (dt.date(2017, 7, 3).toordinal(),) * 2)
+    assert ta._inside(june, (dt.date(2017, 6, 3).toordinal(),) * 2) == 1.0
+    assert ta._inside(june, (dt.date(2017, 7, 3).toordinal(),) * 2) == 0.0
 
 
 def test_relative_phrases_of_a_query_are_read_against_now_or_the_date_it_gives():
