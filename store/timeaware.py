@@ -38,6 +38,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -547,10 +548,23 @@ def _inside(target: Mention, span: Span) -> float:
     days = span[1] - span[0] + 1
     if not target.any_year:
         return max(0, min(span[1], target.span[1]) - max(span[0], target.span[0]) + 1) / days
-    wanted = {_month_day_of(d) for d in range(target.span[0], target.span[1] + 1)}
+    return _inside_any_year(target.span, span)
+
+
+@lru_cache(maxsize=CACHE)
+def _inside_any_year(target: Span, span: Span) -> float:
+    """`_inside` for a month or day named without a year: the same days of any year (cached: the
+    same spans come back for every entry said on the same day)."""
+    wanted = _days_of_year(target)
+    days = span[1] - span[0] + 1
     if days > 366:
         return min(1.0, len(wanted) / 365.25)
     return sum(_month_day_of(d) in wanted for d in range(span[0], span[1] + 1)) / days
+
+
+@lru_cache(maxsize=64)
+def _days_of_year(span: Span) -> frozenset[tuple[int, int]]:
+    return frozenset(_month_day_of(d) for d in range(span[0], span[1] + 1))
 
 
 def _month_day_of(day: int) -> tuple[int, int]:
