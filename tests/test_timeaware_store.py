@@ -168,3 +168,4 @@ def test_the_time_filter_holds_on_the_index_path_too(service, backend, monkeypat
     assert found["total"] == 40 and len(found["entries"]) == 5
     assert {e["explain"]["path"] for e in found["entries"]} == {"index"}
     assert {e["content"]["date"] for e in found["entries"]} <= {"2023-03-10", "2023-04-10"}
+
