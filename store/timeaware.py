@@ -159,7 +159,8 @@ def mentions(text: str, reference: dt.date, query: bool = False) -> list[Mention
             continue
         if mention is not None:
             start, end = match.span(kind)
-            found.append(Mention((text if same else low)[start:end], *mention, at=start))
+            span, any_year = mention
+            found.append(Mention((text if same else low)[start:end], span, any_year, at=start))
     return found
 
 
@@ -586,7 +587,8 @@ def gains(asked: QueryTime, entries: list[EntryTime]) -> list[tuple[float, dict[
     oldest, newest = (min(days), max(days)) if days else (0, 0)
     out = []
     for entry in entries:
-        gain, why = 0.0, {}
+        gain = 0.0
+        why: dict[str, Any] = {}
         if asked.periods:
             share = {m: max(_inside(t, m.span) for t in asked.periods) for m in entry.mentions}
             hits = [m for m, inside in share.items() if inside > 0]
@@ -601,10 +603,10 @@ def gains(asked: QueryTime, entries: list[EntryTime]) -> list[tuple[float, dict[
             gain += W_WHEN
             why["when"] = [m.label() for m in entry.mentions]
         if asked.recent and newest > oldest:
-            share = (entry.day - oldest) / (newest - oldest)
-            gain += W_RECENT * share
-            said = dt.date.fromordinal(entry.day).isoformat()
-            why["recent"] = f"said on {said}, {share:.2f} of the way from the pool's oldest to its newest"
+            newness = (entry.day - oldest) / (newest - oldest)
+            gain += W_RECENT * newness
+            day = dt.date.fromordinal(entry.day).isoformat()
+            why["recent"] = f"said on {day}, {newness:.2f} of the way from the pool's oldest to its newest"
         out.append((gain, why))
     return out
 
