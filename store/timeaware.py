@@ -621,6 +621,7 @@ def rerank(
     if not size:
         return relevance, {}
     pool = np.argpartition(-relevance, size - 1)[:size] if size < len(relevance) else np.arange(len(relevance))
+    pool = pool[np.argsort(-relevance[pool], kind="stable")]  # best first: a backend reads records in rank order
     moved = relevance.copy()
     why: dict[int, dict[str, Any]] = {}
     for at, (gain, causes) in zip(pool, gains(asked, [read_entry(doc(int(i))) for i in pool]), strict=True):
