@@ -1,7 +1,8 @@
 """The records written since the last checkpoint, held in memory in numbered slots.
 
-Slots mirror a checkpoint's rows (columns for expiry, recency, own time and score, a vector matrix, BM25
-postings), so one search routine serves both; a freed slot is reused by the next record.
+Slots mirror a checkpoint's rows (columns for expiry, recency, own time and score, a vector
+matrix, BM25 postings), so one search routine serves both; a freed slot is reused by the next
+record.
 """
 
 from __future__ import annotations

@@ -220,8 +220,9 @@ def _index_rows(
     if ef > EF_MAX:
         return None
     watermark = sql.Literal(int(upto))  # the index's predicate: the planner must see the constant
+    timed = ", at, doc" if "since" in params or "until" in params else ""  # what `WHEN` reads
     near_sql = sql.SQL(
-        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at, at, doc, vec <=> %(q)b AS d "
+        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed + ", vec <=> %(q)b AS d "
         "FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b LIMIT %(ef)s) AS near "
         "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
     ).format(upto=watermark)
