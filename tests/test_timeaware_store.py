@@ -169,3 +169,24 @@ def test_the_time_filter_holds_on_the_index_path_too(service, backend, monkeypat
     assert {e["explain"]["path"] for e in found["entries"]} == {"index"}
     assert {e["content"]["date"] for e in found["entries"]} <= {"2023-03-10", "2023-04-10"}
 
+
+@pytest.mark.files_only
+def test_a_checkpoint_older_than_the_time_column_dates_its_records_from_their_content(service, home):
+    import orjson as json
+
+    from store.backends.files.integrity import read_manifest, write_manifest
+
+    s = service.scope("ns", "agent")
+    service.store(s, [turn("jun", "the garden party", "2023-06-10"), turn("jul", "the garden party", "2023-07-10")])
+    service.a2e.backend.checkpoint(force=True)
+    (folder,) = [p for p in home.rglob("seg-*") if (p / "when.npy").exists()]
+    (folder / "when.npy").unlink()  # as a checkpoint written before the column existed
+    manifest = read_manifest(folder)
+    write_manifest(folder, {k: v for k, v in manifest.items() if k not in ("format", "files", "xxh3")})
+    assert "when.npy" not in json.loads((folder / "manifest.json").read_bytes())["files"]
+    fresh = type(service)(home)  # a process opening that checkpoint
+    try:
+        found = fresh.retrieve(fresh.scope("ns", "agent"), query="garden party", since="2023-07-01")
+        assert ids(found) == ["jul"] and found["total"] == 1
+    finally:
+        fresh.close()
