@@ -44,7 +44,7 @@ class Tools:
         """The agent a call acts as: the given one, else --agent. With a secret configured the
         server's agent is fixed at start, and a call naming another agent is refused."""
         if self.fixed_agent and agent not in (None, "", self.agent):
-            from store.errors import Unauthorized
+            from a2e_mem.errors import Unauthorized
 
             raise Unauthorized(f"this server acts as agent {self.agent!r} only (MEM_AUTH_SECRET is set), not {agent!r}")
         return agent or self.agent
@@ -56,7 +56,7 @@ class Tools:
     def session(self, namespace: str | None, agent: str | None) -> Any:
         """One A2E session per (namespace, agent) for this connection: its working tier lives as
         long as the server process."""
-        from store.ops.a2e import SESSIONS_PER_CONNECTION
+        from a2e_mem.ops.a2e import SESSIONS_PER_CONNECTION
 
         key = (self.ns(namespace), self.agent_for(agent))
         session = self.sessions.pop(key, None) or self.service.init(*key)
@@ -95,7 +95,7 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult
 
-    from store.errors import MemError, os_failure
+    from a2e_mem.errors import MemError, os_failure
 
     from .mcp_outputs import output_model
 
@@ -491,8 +491,8 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         agent: AGENT = None,
     ) -> Any:
         """Store A2E memory entries; each invalid one is reported in errors with its index."""
-        from store.errors import refuse_unknown
-        from store.models import MemoryEntry
+        from a2e_mem.errors import refuse_unknown
+        from a2e_mem.models import MemoryEntry
 
         for i, entry in enumerate(entries):  # the A2E wire lets extra fields through; a tool call names its typos
             if isinstance(entry, dict):  # a non-object entry is reported per entry by the store
@@ -522,7 +522,7 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         agent: AGENT = None,
     ) -> Any:
         """Retrieve A2E memory entries (all given filters must match), best first, with relevance."""
-        from store.errors import InvalidInput
+        from a2e_mem.errors import InvalidInput
 
         if limit < 0 or not 0 <= min_score <= 1:  # a limit over 1000 is clamped, with a warning
             raise InvalidInput("limit must be >= 0 and min_score 0..1")
@@ -634,7 +634,7 @@ def strict_server(**settings: Any) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from store.errors import MemError, refuse_unknown
+    from a2e_mem.errors import MemError, refuse_unknown
 
     class StrictServer(MCPServer):
         def add_tool(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -83,10 +83,10 @@ def content_hash(content: str) -> str:
     that no hash of a secret is stored)."""
     import hashlib
 
-    from store.config import env_flag
+    from a2e_mem.config import env_flag
 
     if env_flag("MEM_REDACT"):
-        from store.redact import redact_text
+        from a2e_mem.redact import redact_text
 
         content = redact_text(content)
     return hashlib.sha256(content.encode()).hexdigest()[:16]
@@ -94,7 +94,7 @@ def content_hash(content: str) -> str:
 
 def read_ndjson(stream) -> list[dict]:  # type: ignore[no-untyped-def]
     """One JSON object per line; blank lines skipped; a bad line names its number (exit 4)."""
-    from store.ndjson import objects
+    from a2e_mem.ndjson import objects
 
     return [value for _, value in objects(stream)]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from store import clock
+from a2e_mem import clock
 
 BOTH_BACKENDS = {
     "test_service",
@@ -78,7 +78,7 @@ def home(isolated_store):
 
 @pytest.fixture
 def service(home):
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     svc = MemoryService(home)
     yield svc

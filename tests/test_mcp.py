@@ -1,6 +1,6 @@
 """`mem serve-mcp` end to end, through the official MCP SDK's client over stdio.
 
-Every test spawns real server processes (`python -m cli.main serve-mcp`), so it checks what an MCP
+Every test spawns real server processes (`python -m a2e_mem.cli.main serve-mcp`), so it checks what an MCP
 client sees: the tool list and schemas, structured results, tool errors, several servers sharing
 one store, `--read-only`, and the message given when the `mcp` extra is missing.
 """
@@ -23,7 +23,7 @@ pytest.importorskip("mcp.server.mcpserver")
 
 from mcp import Client, StdioServerParameters  # noqa: E402
 
-from store.service import MemoryService  # noqa: E402
+from a2e_mem.service import MemoryService  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,7 +86,7 @@ WRITING_NAME = re.compile(r"_save$|_update|_delete$|^delete_|create|append|archi
 def server(*args: str) -> Client:
     """A client that spawns its own `mem serve-mcp` on the test's store (MEM_HOME from conftest)."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "cli.main", "serve-mcp", *args], env={**os.environ}, cwd=str(REPO)
+        command=sys.executable, args=["-m", "a2e_mem.cli.main", "serve-mcp", *args], env={**os.environ}, cwd=str(REPO)
     )
     return Client(params)
 
@@ -749,7 +749,7 @@ def test_serve_mcp_without_the_extra_says_what_to_install(tmp_path):
     (fake / "__init__.py").write_text("raise ImportError('No module named mcp (hidden by the test)')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(fake.parent), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
-        [sys.executable, "-m", "cli.main", "serve-mcp"],
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
         cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode != 0

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from store import timeaware as ta
-from store.errors import InvalidInput
+from a2e_mem import timeaware as ta
+from a2e_mem.errors import InvalidInput
 
 REF = dt.date(2021, 6, 18)  # a Friday
 NOW = dt.datetime(2021, 6, 18, 15, 30, tzinfo=dt.timezone.utc).timestamp()

@@ -8,10 +8,10 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from store import clock
-from store.errors import InvalidInput
-from store.protocol import Protocol
+from a2e_mem import clock
+from a2e_mem.cli.main import app
+from a2e_mem.errors import InvalidInput
+from a2e_mem.protocol import Protocol
 
 runner = CliRunner()
 DAY = 86400.0
@@ -148,8 +148,8 @@ def test_a_query_without_time_has_no_time_explanation(service, june):
 
 
 def test_the_time_filter_holds_on_the_index_path_too(service, backend, monkeypatch):
-    from store.backends.files import search as files_search
-    from store.backends.postgres import search as pg_search
+    from a2e_mem.backends.files import search as files_search
+    from a2e_mem.backends.postgres import search as pg_search
 
     s = service.scope("ns", "agent")
     words = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
@@ -174,7 +174,7 @@ def test_the_time_filter_holds_on_the_index_path_too(service, backend, monkeypat
 def test_a_checkpoint_older_than_the_time_column_dates_its_records_from_their_content(service, home):
     import orjson as json
 
-    from store.backends.files.integrity import read_manifest, write_manifest
+    from a2e_mem.backends.files.integrity import read_manifest, write_manifest
 
     s = service.scope("ns", "agent")
     service.store(s, [turn("jun", "the garden party", "2023-06-10"), turn("jul", "the garden party", "2023-07-10")])
