@@ -511,6 +511,13 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         ] = "",
         limit: Annotated[int, Desc(description="Maximum entries to return (over 1000: 1000, with a warning).")] = 10,
         min_score: Annotated[float, Desc(description="Minimum relevance, 0 to 1.")] = 0.0,
+        since: Annotated[
+            str | None, Desc(description="Only entries whose own time is at or after this ISO-8601 date or time.")
+        ] = None,
+        until: Annotated[
+            str | None,
+            Desc(description="Only entries whose own time is before this ISO-8601 time, or date (all of it)."),
+        ] = None,
         namespace: NS = None,
         agent: AGENT = None,
     ) -> Any:
@@ -521,7 +528,7 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
             raise InvalidInput("limit must be >= 0 and min_score 0..1")
         found = s.retrieve(
             t.session(namespace, agent), keys=keys or [], query=query, tags=tags or [], tier=tier, limit=limit,
-            min_score=min_score,
+            min_score=min_score, since=since, until=until,
         )  # fmt: skip
         return result(found, f"{len(found['entries'])} of {found['total']} matching")
 

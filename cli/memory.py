@@ -104,10 +104,21 @@ def retrieve(
     agent: Agent = "default",
     session: SessionId = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show why each hit ranked.")] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only entries whose own time is at or after this (ISO-8601 date or time, or 'last week').",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", help="Entries whose own time is before this (a date: through its end)."),
+    ] = None,
     fmt: Format = None,
     fields: Fields = None,
 ) -> None:
-    """Find entries by query, key, tag and tier (all given filters must match), best first."""
+    """Find entries by query, key, tag, tier and time (all given filters must match), best first."""
     keys = [parse_key(key)] if key else []
     result = state.service.retrieve(
         scope(namespace, agent, session),
@@ -118,6 +129,8 @@ def retrieve(
         limit=limit,
         min_score=min_score,
         explain=explain,
+        since=since,
+        until=until,
     )
     columns = ENTRY_COLUMNS + (["explain"] if explain else [])
     emit(result["entries"], fmt, fields_list(fields), columns)

@@ -52,6 +52,9 @@ class RetrieveRequest(SessionRequest):
     tier: Tier | Literal[""] = ""
     limit: int = Field(10, ge=0, strict=True)  # over 1000: clamped, with a warning (A2E.retrieve)
     min_score: float = Field(0.0, ge=0.0, le=1.0, strict=True)
+    # extension (issue 12): keep entries whose own time is in [since, until); ISO-8601 (see store/timeaware.py)
+    since: str | None = Field(None, max_length=100, strict=True)
+    until: str | None = Field(None, max_length=100, strict=True)
 
 
 class ForgetRequest(SessionRequest):

@@ -167,7 +167,7 @@ class Protocol:
 
     def _memory_retrieve_req(self, msg: RetrieveRequest) -> dict[str, Any]:
         session = self._session(msg.memory_id)
-        fields = msg.model_dump(include={"keys", "query", "tags", "tier", "limit", "min_score"})
+        fields = msg.model_dump(include={"keys", "query", "tags", "tier", "limit", "min_score", "since", "until"})
         return self.service.retrieve(session, **fields)
 
     def _memory_forget_req(self, msg: ForgetRequest) -> dict[str, Any]:

@@ -32,6 +32,7 @@ BOTH_BACKENDS = {
     "test_ui_http",
     "test_api",
     "test_langgraph",
+    "test_timeaware_store",
 }
 
 

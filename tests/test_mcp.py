@@ -438,6 +438,10 @@ async def _a2e(t: Calls) -> None:
     clamped = await t.ok("memory_retrieve", limit=5000)  # over 1000: clamped, and said so
     assert clamped["total"] == 3 and clamped["warnings"] == ["limit 5000 is over the maximum of 1000: clamped to 1000"]
     await t.fails("memory_retrieve", "schema_violation", limit=-1)
+    # the time filters (an extension): every entry here was stored just now
+    assert (await t.ok("memory_retrieve", since="yesterday", limit=100))["total"] == 3
+    assert (await t.ok("memory_retrieve", until="yesterday", limit=100))["total"] == 0
+    await t.fails("memory_retrieve", "schema_violation", "since", since="not a date")
     # an unknown tier is refused (it used to read, and forget would delete, the semantic tier)
     await t.fails("memory_retrieve", "tier", tier="forever")
     await t.fails("memory_forget", "tier", tier="forever")

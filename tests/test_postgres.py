@@ -614,3 +614,16 @@ def test_writers_during_a_reindex_end_with_vectors_of_the_new_dimension(pg_url, 
     assert admin.doctor() == []
     writer.close()
     admin.close()
+
+
+def test_the_time_filter_reads_at_and_falls_back_to_created_at_in_rows_older_than_the_column(db, pg_url):
+    """Rows written before migration 2 have no `at`: --since/--until date them by created_at."""
+    dated = entry("dated", {"text": "the garden party", "date": "2023-06-10"}, created_at=5e9)
+    plain = entry("plain", "the garden party", created_at=1.7e9)
+    target = put(db, "ns", "semantic", [dated, plain])
+    june = Filters(since=1685577600.0, until=1688169600.0)  # [2023-06-01, 2023-07-01)
+    assert ids(target.search(clock.now(), june)) == ["dated"]
+    admin_sql(pg_url, "UPDATE mem_records SET at = NULL")
+    assert ids(target.search(clock.now(), june)) == []
+    assert ids(target.search(clock.now(), Filters(since=4e9))) == ["dated"]
+    assert ids(target.search(clock.now(), Filters(until=4e9))) == ["plain"]

@@ -74,6 +74,13 @@ def fuse(vector: np.ndarray, lexical: np.ndarray) -> np.ndarray:
 class Filters:
     tags: tuple[str, ...] = ()
     ids: tuple[str, ...] | None = None  # record ids to restrict to (exact key lookup)
+    # the record's own time (`timeaware.entry_time`) in [since, until), Unix seconds; None: unbounded
+    since: float | None = None
+    until: float | None = None
+
+    @property
+    def timed(self) -> bool:
+        return self.since is not None or self.until is not None
 
 
 @dataclass

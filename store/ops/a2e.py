@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
-from .. import clock
+from .. import clock, timeaware
 from ..backends.base import SYSTEM, Backend, Candidates, Filters, Scope, fusion_formula
 from ..config import Config, Limits
 from ..embed import encode_vectors
@@ -397,23 +397,31 @@ class A2E:
         limit: int = 10,
         min_score: float = 0.0,
         explain: bool = False,
+        since: str | None = None,
+        until: str | None = None,
     ) -> dict[str, Any]:
         """Entries matching every given filter, best first; `total` counts them before `limit`.
-        With `explain`, each entry says how it ranked (scores, fusion, filters, search path).
+        With `explain`, each entry says how it ranked (scores, fusion, time, filters, search path).
+        `since` / `until` keep the entries whose own time is in [since, until) (`timeaware.py`).
         A `limit` over MAX_RETRIEVE is clamped to it, and the reply's `warnings` says so."""
         warnings = []
         if limit > MAX_RETRIEVE:
             warnings.append(f"limit {limit} is over the maximum of {MAX_RETRIEVE}: clamped to {MAX_RETRIEVE}")
             limit = MAX_RETRIEVE
         now = clock.now()
-        filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None)
+        bounds = timeaware.time_bound(since, "since", now), timeaware.time_bound(until, "until", now)
+        timeaware.check_bounds(*bounds)
+        filters = Filters(tuple(tags), tuple(canonical_key(k) for k in keys) if keys else None, *bounds)
         shards = [self._shard(session, name) for name in self._tiers(session, tier)]
         qvec = self.backend.embed([query])[0] if query else None  # after the shards: same embedder
+        asked = timeaware.read_query(query, now)
         parts: list[Candidates] = []
         for shard in shards:
-            parts += shard.search(now, filters, qvec, query, k=_depth(limit), exhaustive=min_score > 0)
+            parts += shard.search(now, filters, qvec, query, k=_depth(limit, asked), exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
-        found = _rank(parts, limit, min_score, applied if explain else None)
+        if since or until:
+            applied.update(since=since, until=until)
+        found = _rank(parts, limit, min_score, applied if explain else None, asked)
         return {**found, "warnings": warnings} if warnings else found
 
     def search_namespace(
@@ -474,19 +482,26 @@ class A2E:
         return len(doomed)
 
 
-def _depth(limit: int) -> int:
-    """How many candidates a query asks of each shard: the pool `_rank` diversifies."""
-    return diversify.pool_size(limit)
+def _depth(limit: int, asked: timeaware.QueryTime | None = None) -> int:
+    """How many candidates a query asks of each shard: the pool `_rank` diversifies, and the
+    pool the time signals re-rank when the query asks about time."""
+    return max(diversify.pool_size(limit), timeaware.POOL if asked else 0)
 
 
-def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict | None = None) -> dict[str, Any]:
+def _rank(
+    parts: list[Candidates],
+    limit: int,
+    min_score: float,
+    explain: dict | None = None,
+    asked: timeaware.QueryTime | None = None,
+) -> dict[str, Any]:
     """Merge candidates of several shards: filter on relevance, order (by relevance, or without a
-    query by importance), then by recency, cut to `limit`. With a query, near-copies of entries
-    already listed give way to other entries (`diversify.py`): the pool is larger than `limit`
-    so that a demoted copy can be replaced."""
+    query by importance; moved by the time signals a query `asked` for), then by recency, cut to
+    `limit`. With a query, near-copies of entries already listed give way to other entries
+    (`diversify.py`): the pool is larger than `limit` so that a demoted copy can be replaced."""
     total = 0
     queried = any(p.order is None and p.vectors is not None for p in parts)
-    pool_size = diversify.pool_size(limit) if queried else limit
+    pool_size = _depth(limit, asked) if queried else max(limit, timeaware.POOL if asked else 0)
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
         kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
@@ -496,6 +511,10 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
     rank = np.concatenate([p.rank[i] for p, i in pool]) if pool else np.zeros(0)
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
+    timing: dict[int, dict] = {}
+    if asked and all(p.order is None for p, _ in pool):  # a query: relevance ranks
+        relevance, timing = timeaware.rerank(asked, relevance, lambda at: refs[at][0].doc(refs[at][1]), limit)
+        rank = relevance
     ordered = np.lexsort((-updated, -rank))[:pool_size]
     listed, penalties, twins = (
         _diversified(refs, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
@@ -513,6 +532,8 @@ def _rank(parts: list[Candidates], limit: int, min_score: float, explain: dict |
                     "like": public(twin[0].doc(twin[1])).get("key"),
                     "rule": diversify.rule(),
                 }
+            if asked:
+                entry["explain"]["time"] = {"query": timeaware.describe(asked), **timing.get(int(at), {"gain": 0.0})}
         entries.append(entry)
     return {"entries": entries, "total": total}
 

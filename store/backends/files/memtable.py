@@ -1,7 +1,8 @@
 """The records written since the last checkpoint, held in memory in numbered slots.
 
-Slots mirror a checkpoint's rows (columns for expiry, recency and score, a vector matrix, BM25
-postings), so one search routine serves both; a freed slot is reused by the next record.
+Slots mirror a checkpoint's rows (columns for expiry, recency, own time and score, a vector
+matrix, BM25 postings), so one search routine serves both; a freed slot is reused by the next
+record.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...lexical import DeltaLexicon
+from ...timeaware import entry_time
 from .segment import expiry, number
 
 
@@ -25,6 +27,7 @@ class Memtable:
         self.free: list[int] = []
         self.expires = np.zeros(0, dtype=np.float64)
         self.updated = np.zeros(0, dtype=np.float64)
+        self.when = np.zeros(0, dtype=np.float64)  # the record's own time, for --since / --until
         self.scores = np.zeros(0, dtype=np.float32)
         self.vectors = np.zeros((0, dim), dtype=np.float32)
         self.lexicon = DeltaLexicon() if text else None
@@ -46,6 +49,7 @@ class Memtable:
         self.sizes[slot] = size
         self.expires[slot] = expiry(doc)
         self.updated[slot] = number(doc.get("updated_at"), 0.0)
+        self.when[slot] = entry_time(doc)
         self.scores[slot] = number(doc.get("score"), 1.0)
         if vec is not None and self.dim:
             self.vectors[slot] = vec
@@ -90,6 +94,7 @@ class Memtable:
             cap = max(64, 2 * len(self.expires))
             self.expires = _resize(self.expires, cap)
             self.updated = _resize(self.updated, cap)
+            self.when = _resize(self.when, cap)
             self.scores = _resize(self.scores, cap)
             self.vectors = _resize(self.vectors, cap)
         return slot

@@ -86,7 +86,13 @@ def query_terms(text: str) -> list[str]:
 
 
 def _restrict(shard: Shard, part: str, mask: np.ndarray, filters: Filters) -> None:
-    """Clear the rows of `mask` that fail the tag or id filters (in place)."""
+    """Clear the rows of `mask` that fail the tag, id or time filters (in place)."""
+    if filters.timed and len(mask):
+        when = shard.seg.when if part == "seg" and shard.seg else shard.mem.when[: shard.mem.n]
+        if filters.since is not None:
+            mask &= when[: len(mask)] >= filters.since
+        if filters.until is not None:
+            mask &= when[: len(mask)] < filters.until
     for tag in filters.tags:
         keep = np.zeros_like(mask)
         rows = shard.seg.tag_rows(tag) if part == "seg" and shard.seg else shard.mem.tag_slots(tag)

@@ -2,9 +2,10 @@
 
 `seg-<gen>/` covers every journal up to `wal-<gen>`. Beside `data.json` (the records, a TinyDB
 file) it holds numpy columns for filtering and ordering without parsing records (`expires`,
-`updated`, `scores`, `sizes`, id hashes), tag postings, and for searchable shards the vectors
-(float16), the BM25 postings and the Annoy index. Built in a temporary folder and renamed into
-place, so a reader sees a whole checkpoint or none.
+`updated`, `when` (the record's own time, `timeaware.entry_time`; a checkpoint older than this
+column computes it from its records on first use), `scores`, `sizes`, id hashes), tag postings,
+and for searchable shards the vectors (float16), the BM25 postings and the Annoy index. Built
+in a temporary folder and renamed into place, so a reader sees a whole checkpoint or none.
 
 `manifest.json`, written last, lists every file with its size and checksum, and keeps a copy of
 the shard's descriptor and of the embedder (from which `mem doctor --repair` restores
@@ -36,6 +37,7 @@ from ...errors import Damaged
 from ...lexical import SegmentLexicon, write_segment_lexicon
 from ...log import logger
 from ...schemas import Schema
+from ...timeaware import entry_time
 from . import index as ann
 from .integrity import CHECKSUMS, checksum, damaged, file_problem, read_manifest, record_checksum, write_manifest
 from .storage import RecordFile, write_records
@@ -88,6 +90,7 @@ def write_segment(
         "expires": np.array([expiry(d) for d in docs], dtype=np.float64),
         "updated": np.array([number(d.get("updated_at"), 0.0) for d in docs], dtype=np.float64),
         "scores": np.array([number(d.get("score"), 1.0) for d in docs], dtype=np.float32),
+        "when": np.array([entry_time(d) for d in docs], dtype=np.float64),
     }
     for name, array in columns.items():
         np.save(folder / f"{name}.npy", array)
@@ -172,6 +175,7 @@ class Segment:
         self.expires = self._array("expires")
         self.updated = self._array("updated")
         self.scores = self._array("scores")
+        self._when = self._array("when") if (folder / "when.npy").exists() else None
         self._hashes = self._array("hashes"), self._array("hash_order")
         self._tags_raw = (folder / "tags.json").read_bytes()
         self._records = RecordFile(folder / DATA)
@@ -259,6 +263,13 @@ class Segment:
             return np.asarray(np.load(path, mmap_mode="r"))
         except (ValueError, EOFError) as exc:  # not a .npy file any more (one without a manifest)
             raise damaged(path, f"unreadable: {exc}") from None
+
+    @property
+    def when(self) -> np.ndarray:
+        """Each record's own time; read from the records once for a checkpoint older than the column."""
+        if self._when is None:
+            self._when = np.array([entry_time(self.doc(row)) for row in range(self.n)], dtype=np.float64)
+        return self._when
 
     @cached_property
     def sizes(self) -> np.ndarray:

@@ -11,6 +11,8 @@
         terms text[]    its BM25 terms with repeats (`lexical.terms`); GIN
         tags text[]     GIN, for the tag filter
         score, updated_at, expires_at (btree with namespace, where set: TTL), seq (write order)
+        at float8       the record's own time (`timeaware.entry_time`), for --since / --until; NULL in
+                        rows written before migration 2, which are dated by their `created_at`
     mem_scopes (namespace, kind, scope)       the scope's schema and BM25 statistics (rows, total
                                               term count) and bytes
     mem_terms  (namespace, kind, scope, term) document frequency of each term in the scope
@@ -100,6 +102,7 @@ MIGRATIONS: list[list[str]] = [
             bytes bigint NOT NULL DEFAULT 0
         )""",
     ],
+    ["ALTER TABLE mem_records ADD COLUMN at float8"],  # 2: time-aware retrieval (issue 12)
 ]
 VERSION = len(MIGRATIONS)
 

@@ -29,6 +29,7 @@ from ...kinds import schema_of
 from ...lexical import terms
 from ...log import logger
 from ...schemas import SCHEMAS
+from ...timeaware import entry_time
 from ..base import Candidates, Doc, Filters, Op, Scope
 from .schema import db_name, user_name
 
@@ -210,7 +211,7 @@ class PgScope(Scope):
         indexed = self.schema.indexed
         dim = self.backend.current_dim() if indexed else 0
         out: dict[str, list[Any]] = {k: [] for k in ("ids", "raws", "sizes", "vecs", "terms", "tags", "scores")}
-        out.update(updated=[], expires=[], words=[])
+        out.update(updated=[], expires=[], words=[], when=[])
         for rec in recs:
             doc = rec["doc"]
             rid = rec["id"]
@@ -233,6 +234,7 @@ class PgScope(Scope):
             out["scores"].append(number(doc.get("score"), 1.0))
             out["updated"].append(number(doc.get("updated_at"), 0.0))
             out["expires"].append(number(doc.get("expires_at"), None))
+            out["when"].append(entry_time(doc))
         return out
 
     # -- searching --------------------------------------------------------------------------
@@ -256,17 +258,19 @@ class PgScope(Scope):
 
 # doc: the jsonb copy cannot hold NUL characters (the raw text keeps them, escaped)
 INSERT = """INSERT INTO mem_records
-    (namespace, kind, scope, id, doc, raw, size, vec, terms, tags, score, updated_at, expires_at)
+    (namespace, kind, scope, id, doc, raw, size, vec, terms, tags, score, updated_at, expires_at, at)
 SELECT %(ns)s, %(kind)s, %(scope)s::text[], u.id, replace(u.raw, '\\u0000', '\\ufffd')::jsonb, u.raw, u.size, u.vec,
        string_to_array(u.terms, ' '), ARRAY(SELECT jsonb_array_elements_text(u.tags::jsonb)),
-       u.score, u.updated_at, u.expires_at
+       u.score, u.updated_at, u.expires_at, u.at
 FROM unnest(%(ids)s::text[], %(raws)s::text[], %(sizes)s::int[], %(vecs)b::vector[], %(terms)s::text[],
-            %(tags)s::text[], %(scores)s::real[], %(updated)s::float8[], %(expires)s::float8[])
-     WITH ORDINALITY AS u(id, raw, size, vec, terms, tags, score, updated_at, expires_at, ord)
+            %(tags)s::text[], %(scores)s::real[], %(updated)s::float8[], %(expires)s::float8[],
+            %(when)s::float8[])
+     WITH ORDINALITY AS u(id, raw, size, vec, terms, tags, score, updated_at, expires_at, at, ord)
 ORDER BY u.ord
 ON CONFLICT (namespace, kind, scope, id) DO UPDATE SET
     doc = EXCLUDED.doc, raw = EXCLUDED.raw, size = EXCLUDED.size, vec = EXCLUDED.vec, terms = EXCLUDED.terms,
-    tags = EXCLUDED.tags, score = EXCLUDED.score, updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
+    tags = EXCLUDED.tags, score = EXCLUDED.score, updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at,
+    at = EXCLUDED.at
 """
 
 

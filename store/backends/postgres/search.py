@@ -49,6 +49,8 @@ LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by 
 # a row's cosine distance; a vector of another dimension than the query's (left by hand in a
 # loosened column, or by another process's reindex) counts as no vector rather than failing
 DISTANCE = "CASE WHEN vector_dims(vec) = %(dim)s THEN vec <=> %(q)b END"
+# a record's own time (`timeaware.entry_time`); rows written before the `at` column, by created_at
+WHEN = "coalesce(at, CASE WHEN jsonb_typeof(doc->'created_at') = 'number' THEN (doc->>'created_at')::float8 END, 0)"
 ROWS = "(SELECT count(*) FROM mem_records WHERE " + KEY + ")"
 LENGTH = "(SELECT coalesce(sum(cardinality(terms)), 0) FROM mem_records WHERE " + KEY + ")"
 SCORE_COLUMNS = (
@@ -129,6 +131,12 @@ def _where(scope: PgScope, now: float, filters: Filters) -> tuple[str, dict[str,
     if filters.ids is not None:
         where += " AND id = ANY(%(ids)s::text[])"
         params["ids"] = [rid for rid in filters.ids if "\x00" not in rid]
+    if filters.since is not None:
+        where += f" AND {WHEN} >= %(since)s"
+        params["since"] = filters.since
+    if filters.until is not None:
+        where += f" AND {WHEN} < %(until)s"
+        params["until"] = filters.until
     return where, params
 
 
@@ -157,7 +165,7 @@ def _statistics(
     round trip. Without filters the count comes from the statistics (minus the expired rows,
     found by the expiry index), not from a scan; a scope whose statistics row is missing
     (deleted by hand: `mem doctor --repair` recounts) is counted from its rows."""
-    if filters.tags or filters.ids is not None:
+    if filters.tags or filters.ids is not None or filters.timed:
         total = f"(SELECT count(*) FROM mem_records WHERE {where})"
     else:
         total = (
@@ -213,8 +221,9 @@ def _index_rows(
     if ef > EF_MAX:
         return None
     watermark = sql.Literal(int(upto))  # the index's predicate: the planner must see the constant
+    timed = ", at, doc" if "since" in params or "until" in params else ""  # what `WHEN` reads
     near_sql = sql.SQL(
-        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at, vec <=> %(q)b AS d "
+        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed + ", vec <=> %(q)b AS d "
         "FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b LIMIT %(ef)s) AS near "
         "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
     ).format(upto=watermark)

@@ -1,0 +1,149 @@
+"""Date phrases read against a fixed reference time (store/timeaware.py): no store involved."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from a2e_mem import timeaware as ta
+from a2e_mem.errors import InvalidInput
+
+REF = dt.date(2021, 6, 18)  # a Friday
+NOW = dt.datetime(2021, 6, 18, 15, 30, tzinfo=dt.timezone.utc).timestamp()
+
+
+def spans(text, ref=REF, query=False):
+    return [
+        (dt.date.fromordinal(m.span[0]).isoformat(), dt.date.fromordinal(m.span[1]).isoformat())
+        for m in ta.mentions(text, ref, query)
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, first, last",
+    [
+        ("we got back yesterday", "2021-06-17", "2021-06-17"),
+        ("the day before yesterday", "2021-06-16", "2021-06-16"),
+        ("we planted it last Tuesday", "2021-06-15", "2021-06-15"),
+        ("I saw them last Friday", "2021-06-11", "2021-06-11"),  # the reference is a Friday: a week back
+        ("the van comes next Thursday", "2021-06-24", "2021-06-24"),
+        ("I had my teeth out three weeks ago", "2021-05-25", "2021-05-31"),
+        ("a couple of days ago", "2021-06-16", "2021-06-16"),
+        ("3 days ago", "2021-06-15", "2021-06-15"),
+        ("I gave a talk last month", "2021-05-01", "2021-05-31"),
+        ("two years ago I moved", "2019-01-01", "2019-12-31"),
+        ("last week was hard", "2021-06-07", "2021-06-13"),
+        ("last weekend", "2021-06-12", "2021-06-13"),
+        ("last year", "2020-01-01", "2020-12-31"),
+        ("next month", "2021-07-01", "2021-07-31"),
+        ("back in March", "2021-03-01", "2021-03-31"),
+        ("in August", "2020-08-01", "2020-08-31"),  # a later month than the reference: last year's
+        ("last summer", "2020-06-01", "2020-08-31"),
+        ("on 12 May", "2021-05-12", "2021-05-12"),
+        ("on 12 May 2019", "2019-05-12", "2019-05-12"),
+        ("March 3rd, 2020", "2020-03-03", "2020-03-03"),
+        ("in February 2021", "2021-02-01", "2021-02-28"),
+        ("2020-02-29", "2020-02-29", "2020-02-29"),
+        ("in 2017", "2017-01-01", "2017-12-31"),
+        ("in two weeks", "2021-06-29", "2021-07-05"),
+    ],
+)
+def test_a_phrase_is_read_against_the_reference(text, first, last):
+    assert spans(text) == [(first, last)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I may go", "two hours and four minutes", "We met at 5 pm", "1500 words", "a 31 February party", "Hey there"],
+)
+def test_words_that_are_not_dates_are_not_read_as_dates(text):
+    assert spans(text) == []
+
+
+def test_a_month_named_without_a_year_in_a_query_matches_that_month_of_any_year():
+    (june,) = ta.read_query("what did we do in June?", NOW).periods
+    assert june.any_year
+    assert ta._inside(june, (dt.date(2017, 6, 3).toordinal(),) * 2) == 1.0
+    assert ta._inside(june, (dt.date(2017, 7, 3).toordinal(),) * 2) == 0.0
+
+
+def test_relative_phrases_of_a_query_are_read_against_now_or_the_date_it_gives():
+    (last_week,) = ta.read_query("what happened last week?", NOW).periods
+    assert dt.date.fromordinal(last_week.span[0]) == dt.date(2021, 6, 7)
+    (given,) = ta.read_query("as of 2023-05-08, what happened last week?", NOW).periods
+    assert (dt.date.fromordinal(given.span[0]), dt.date.fromordinal(given.span[1])) == (
+        dt.date(2023, 5, 1),
+        dt.date(2023, 5, 7),
+    )
+
+
+@pytest.mark.parametrize(
+    "query, when, recent",
+    [
+        ("When did Ana adopt the cat?", True, False),
+        ("In which year did Ana live in a van?", True, False),
+        ("Who is Ana's employer now?", False, True),
+        ("What novel is Ana reading these days?", False, True),
+        ("What is Ana's cat called?", False, False),
+    ],
+)
+def test_the_intent_of_a_query(query, when, recent):
+    asked = ta.read_query(query, NOW)
+    assert (asked.when, asked.recent, bool(asked)) == (when, recent, when or recent)
+
+
+def test_an_entry_time_is_its_date_field_then_a_leading_date_then_created_at():
+    day = dt.datetime(2021, 3, 2, tzinfo=dt.timezone.utc).timestamp()
+    assert ta.entry_time({"content": {"text": "hi", "date": "2021-03-02"}, "created_at": 5.0}) == day
+    assert ta.entry_time({"content": {"text": "hi", "timestamp": day}, "created_at": 5.0}) == day
+    assert ta.entry_time({"content": "[2 March 2021] Ana: hi", "created_at": 5.0}) == day
+    assert ta.entry_time({"content": {"text": "2021-03-02: hi"}, "created_at": 5.0}) == day
+    assert ta.entry_time({"content": {"text": "hi", "date": "soon"}, "created_at": 5.0}) == 5.0
+    late = "a long way into this text there is a date: 2021-03-02"
+    assert ta.entry_time({"content": late, "created_at": 5.0}) == 5.0
+
+
+def test_relative_dates_in_an_entry_are_read_against_its_own_time():
+    doc = {"id": "t1", "content": {"text": "I ran a half marathon two weeks ago", "date": "2021-06-18"}}
+    (seen,) = ta.read_entry(doc).mentions
+    assert dt.date.fromordinal(seen.span[0]) <= dt.date(2021, 6, 4) <= dt.date.fromordinal(seen.span[1])
+    assert ta.read_entry(doc).day == REF.toordinal()
+
+
+@pytest.mark.parametrize(
+    "value, since, until",
+    [
+        ("2023-06-01", "2023-06-01T00:00:00", "2023-06-02T00:00:00"),
+        ("2023-06", "2023-06-01T00:00:00", "2023-07-01T00:00:00"),
+        ("2023", "2023-01-01T00:00:00", "2024-01-01T00:00:00"),
+        ("2023-06-01T09:30:00Z", "2023-06-01T09:30:00", "2023-06-01T09:30:00"),
+        ("2023-06-01T11:30:00+02:00", "2023-06-01T09:30:00", "2023-06-01T09:30:00"),
+        ("yesterday", "2021-06-17T00:00:00", "2021-06-18T00:00:00"),
+        ("3 days ago", "2021-06-15T00:00:00", "2021-06-16T00:00:00"),
+        ("last week", "2021-06-07T00:00:00", "2021-06-14T00:00:00"),
+    ],
+)
+def test_since_and_until_bounds(value, since, until):
+    def utc(text):
+        return dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc).timestamp()
+
+    assert ta.time_bound(value, "since", NOW) == utc(since)
+    assert ta.time_bound(value, "until", NOW) == utc(until)
+
+
+@pytest.mark.parametrize("value", ["garbage", "2023-13-01", "12", "2023-02-30", "next blue moon", 5])
+def test_a_bound_that_is_not_a_date_is_invalid_input(value):
+    with pytest.raises(InvalidInput) as caught:
+        ta.time_bound(value, "since", NOW)
+    assert caught.value.detail == {"field": "since"}
+
+
+def test_a_pool_entry_gains_from_the_period_it_mentions_more_than_from_when_it_was_said():
+    asked = ta.read_query("Which band did Ana see in February 2021?", NOW)
+    mentions_it = ta.read_entry({"id": "a", "content": {"text": "I saw them live last Sunday", "date": "2021-03-02"}})
+    said_in_it = ta.read_entry({"id": "b", "content": {"text": "I saw them live", "date": "2021-02-10"}})
+    neither = ta.read_entry({"id": "c", "content": {"text": "I saw them live", "date": "2021-04-10"}})
+    (g1, why), (g2, _), (g3, _) = ta.gains(asked, [mentions_it, said_in_it, neither])
+    assert g1 == ta.W_PERIOD > g2 == ta.W_PERIOD * ta.W_SAID > g3 == 0.0
+    assert why["period"] == ["'last Sunday' = 2021-02-28"]
