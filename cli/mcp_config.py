@@ -95,10 +95,11 @@ def _store_env() -> dict[str, str]:
     url = state.store if state.store is not None else os.environ.get("MEM_STORE")
     if not url:
         return {}
-    from a2e_mem.backends.postgres.connection import MASK, read_url
+    from a2e_mem.backends.postgres.connection import MASK, import_psycopg, read_url
 
     from .errors import invalid_input
 
+    import_psycopg()  # reading the URL as libpq does needs it: StoreUnavailable (exit 7) says so
     shown = read_url(url)
     if shown.malformed:
         invalid_input(f"the store URL is malformed: {shown.malformed}")

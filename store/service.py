@@ -39,7 +39,7 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         is a store URL (default: `MEM_STORE`, else `config.json`'s "store"; none keeps the
         store in files under `home`). `pooled` asks a database backend for a connection pool,
         for a long-lived server."""
-        self.home = Path(home) if home else default_home()
+        self.home = Path(home).expanduser() if home else default_home()  # "~/x" from MEM_HOME or --home
         check_home(self.home)
         self.config = load_config(self.home)
         url = store if store is not None else self.config.store

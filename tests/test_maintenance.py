@@ -153,3 +153,20 @@ def test_redaction_before_storing_and_embedding(home, monkeypatch):
     assert secret.encode() not in on_disk and b"hunter22" not in on_disk and b"AKIAABCDEFGHIJKLMNOP" not in on_disk
     stored = svc.retrieve(scope, keys=["cfg"])["entries"][0]
     assert stored["content"]["note"] == "deploy key [REDACTED]"
+
+
+def test_a_redacted_codebolt_write_answers_with_what_was_stored(home, monkeypatch):
+    """The reply of a write is the stored record: it never echoes the secret it masked."""
+    monkeypatch.setenv("MEM_REDACT", "1")
+    svc = MemoryService(home)
+    try:
+        answers = [
+            svc.memory_set("k", "password=hunter22", namespace="ns"),
+            svc.memory_json_save({"note": "password=hunter22"}, namespace="ns"),
+        ]
+        saved = svc.memory_json_save({"note": "plain"}, namespace="ns")
+        answers.append(svc.memory_json_update(saved["memoryId"], {"note": "password=hunter22"}, namespace="ns"))
+    finally:
+        svc.close()
+    for answer in answers:
+        assert b"hunter22" not in orjson.dumps(answer) and b"[REDACTED]" in orjson.dumps(answer), answer

@@ -106,3 +106,30 @@ async def _set_a_value(params: StdioServerParameters) -> None:
     async with Client(params) as client:
         result = await client.call_tool("memory_set", {"key": "colour", "value": "teal"})
         assert not result.is_error, result.content[0].text
+
+
+def test_a_home_given_with_a_tilde_is_the_home_used_and_printed(tmp_path):
+    """`MEM_HOME=~/x` (a quoted tilde the shell left alone) is the user's ~/x for every command,
+    and the config names that same folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEM_")}
+    env.update(HOME=str(tmp_path), MEM_HOME="~/memstore", MEM_EMBEDDER="hash", MEM_CHECKPOINTS="off")
+    written = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "set", "colour", "blue"], env=env, cwd=tmp_path, timeout=60
+    )
+    assert written.returncode == 0
+    assert (tmp_path / "memstore").is_dir() and not (tmp_path / "~").exists()
+    server = printed_server(mcp_config("mcp-config", env=env))
+    assert server["args"][server["args"].index("--home") + 1] == str((tmp_path / "memstore").resolve())
+
+
+def test_a_database_url_without_the_postgres_extra_says_what_to_install(home, tmp_path):
+    """Without psycopg (the `mcp` extra alone), a postgresql:// store is refused as every other
+    command refuses it: exit 7 and the pip command, never a traceback or the password."""
+    blocker = tmp_path / "no_psycopg"
+    blocker.mkdir()
+    (blocker / "psycopg.py").write_text("raise ImportError('blocked for this test')\n")
+    env = {**os.environ, "MEM_STORE": "postgresql://u:secret@db.example/mem", "PYTHONPATH": str(blocker)}
+    out = mcp_config("mcp-config", env=env)
+    assert out.returncode == 7, out.stderr
+    assert "pip install 'a2e-mem[postgres]'" in out.stderr
+    assert "secret" not in out.stdout + out.stderr

@@ -37,6 +37,7 @@ def test_every_module_and_data_file_is_in_the_wheel(wheel):
     assert expected - names == set()
     assert any(n.startswith("a2e_mem/models/static/") for n in names)
     assert any(n.startswith("a2e_mem/cli/ui/static/") for n in names)
+    assert "a2e_mem/py.typed" in names  # the API's types reach type checkers (PEP 561)
 
 
 def test_the_command_points_into_the_package(wheel):

@@ -129,12 +129,20 @@ class Collection:
         self.backend.after_write(shard)
         return len(present)
 
+    @staticmethod
+    def _redact_in_place(doc: Doc) -> None:
+        """Mask secrets in the caller's own doc, so that what a tool answers is what was stored
+        (an echo of the unmasked value would show the secret the store refused to keep)."""
+        for name, value in list(doc.items()):
+            if name not in KEPT:
+                doc[name] = redact(value)
+
     def _recs(self, docs: Any) -> list[Doc]:
         recs = []
         limit = self._size_limit()
         for doc in docs:
             if self.backend.redact:  # before anything is stored or embedded; ids and keys are kept
-                doc = {k: v if k in KEPT else redact(v) for k, v in doc.items()}
+                self._redact_in_place(doc)
             size = serialised_size(doc)
             if size > limit:
                 raise InvalidInput(f"record is {size} bytes, over the {limit}-byte limit (max_entry_bytes)")
