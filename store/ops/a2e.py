@@ -8,11 +8,10 @@ keeping `created_at`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import math
 
 import numpy as np
 import orjson
@@ -660,7 +659,8 @@ def check_finite(value: Any, where: str) -> None:
     while pending:
         item = pending.pop()
         if isinstance(item, float) and not math.isfinite(item):
-            raise InvalidInput(f"{where}: {item} is not a finite number (JSON has no NaN or Infinity)", {"field": where})
+            message = f"{where}: {item} is not a finite number (JSON has no NaN or Infinity)"
+            raise InvalidInput(message, {"field": where})
         if isinstance(item, dict):
             pending.extend(item.values())
         elif isinstance(item, (list, tuple)):
