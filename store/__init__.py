@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .api import (
+        Closed,
         Conflict,
         Damaged,
         Entry,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Memory", "Session", "Entry", "Retrieved", "StoreResult", "Record", "Key",
     "MemError", "NotFound", "InvalidInput", "Conflict", "MemoryFull", "Unauthorized",
-    "StoreMismatch", "StoreUnavailable", "Damaged",
+    "StoreMismatch", "StoreUnavailable", "Damaged", "Closed",
 ]  # fmt: skip
 
 

@@ -23,7 +23,15 @@ What is where:
 - Upkeep: `stats`, `namespaces`, `delete_namespace`, `export` / `export_to`, `import_records` /
   `import_from`, `gc`, `doctor`, `reindex`.
 - `with Memory(...) as m:` closes the store at the end (a PostgreSQL store: its connections);
-  else call `m.close()`.
+  else call `m.close()`. Any call after that, on it or on its views, groups and sessions,
+  raises `Closed`; closing again does nothing.
+- Threads: one `Memory` may be shared by several threads. Its calls are serialised: the open
+  store has one (re-entrant) lock, which every public method of the `Memory`, of its views
+  (`using`), groups and sessions holds while it runs, so a call waits for the one running in
+  another thread. For work in parallel, use processes, each with its own `Memory`: the store
+  (its file locks, or the database) keeps them apart. `m.service` itself is not guarded.
+- A lone string (or dict) where a list is expected is one item: `tags="urgent"` is the tag
+  "urgent", never its characters; the same for keys, entity names, keywords and input scopes.
 
 Every method delegates to one `MemoryService` method (`m.service`): the CLI, `serve-stdio` and
 `serve-mcp` run the same code. The servers themselves are processes: start them with
@@ -50,6 +58,7 @@ Unauthorized       unauthorized        6          the policy forbids it (semanti
 StoreMismatch      runtime_error       1          vectors made by another embedder: `reindex`
 StoreUnavailable   runtime_error       7          the database is down or refuses us
 Damaged            runtime_error       1          a file failed its checksum: `doctor(repair)`
+Closed             runtime_error       1          a call on a `Memory` closed already (or its views)
 =================  ==================  =========  ===============================================
 
     >>> from a2e_mem import Memory, NotFound
@@ -65,11 +74,14 @@ Damaged            runtime_error       1          a file failed its checksum: `d
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
 from .errors import (
+    Closed,
     Conflict,
     Damaged,
     InvalidInput,
@@ -87,7 +99,7 @@ from .service import MemoryService
 __all__ = [
     "Memory", "Session", "Entry", "Retrieved", "StoreResult", "Record", "Key",
     "MemError", "NotFound", "InvalidInput", "Conflict", "MemoryFull", "Unauthorized",
-    "StoreMismatch", "StoreUnavailable", "Damaged",
+    "StoreMismatch", "StoreUnavailable", "Damaged", "Closed",
 ]  # fmt: skip
 
 Key = str | dict[str, Any]  # an A2E key: an object, or a string s standing for {"key": s}
@@ -135,11 +147,80 @@ def _key_list(keys: Key | Sequence[Key]) -> list[Key]:
     return [keys] if isinstance(keys, (str, dict)) else list(keys)
 
 
+def _items(given: Any) -> list[Any]:
+    """One item or several: a lone string or dict is one item (never its characters or keys)."""
+    return [given] if isinstance(given, (str, dict)) else list(given)
+
+
+class _Guard:
+    """The lock and the open or closed state of one open store, shared by its `Memory`, the
+    views, groups and sessions made from it: the store's engine is not thread-safe (the shard
+    mirrors, journal offsets and temporary files of one process), so its calls go one at a time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.closed = False
+
+
+def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method`, run under its object's guard: one call at a time per open store, `Closed` once
+    the store was closed."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        guard: _Guard = self._guard
+        with guard.lock:
+            if guard.closed:
+                raise Closed(f"this Memory is closed; {method.__qualname__} needs an open one (open a new Memory)")
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+def _serialise_public_methods(cls: type) -> type:
+    """Class decorator: every public method the class defines runs `_serialised` (a method added
+    later is covered without anyone remembering to; `close` methods guard themselves)."""
+    for name, member in list(vars(cls).items()):
+        if callable(member) and not name.startswith("_") and not getattr(member, "_guards_itself", False):
+            setattr(cls, name, _serialised(member))
+    return cls
+
+
+def _guards_itself(method: Callable[..., Any]) -> Callable[..., Any]:
+    method._guards_itself = True  # type: ignore[attr-defined]
+    return method
+
+
+def _locked_lines(guard: _Guard, lines: Iterator[bytes]) -> Iterator[bytes]:
+    """`lines`, each one read under the guard: an export read slowly by its caller does not hold
+    the store for the other threads between two lines."""
+    while True:
+        with guard.lock:
+            if guard.closed:
+                raise Closed("this Memory was closed during an export")
+            line = next(lines, None)
+        if line is None:
+            return
+        yield line
+
+
+def _read_file(path: str | Path) -> bytes:
+    """A file's bytes; `NotFound` naming it if it does not exist."""
+    try:
+        return Path(path).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        raise NotFound(f"no such file: {path}", {"path": str(path)}) from None
+    except IsADirectoryError:
+        raise InvalidInput(f"{path} is a folder, not a file", {"path": str(path)}) from None
+
+
+@_serialise_public_methods
 class _Tiers:
     """`store`, `retrieve` and `forget` over one A2E scope: a `Memory`'s (namespace, agent), or a
     `Session`'s, which adds its working tier."""
 
     service: MemoryService
+    _guard: _Guard
 
     def _scope(self) -> a2e.Session:
         raise NotImplementedError
@@ -162,7 +243,7 @@ class _Tiers:
         scope = self._scope()
         if key is None:
             key = a2e.content_key(content, self.service.config.for_namespace(scope.namespace).redact)
-        entry = {"key": key, "content": content, "tier": tier, "tags": list(tags), "source": source,
+        entry = {"key": key, "content": content, "tier": tier, "tags": _items(tags), "source": source,
                  "score": score, "ttl": ttl}  # fmt: skip
         result = self.service.store(scope, [entry])
         if result["errors"]:  # refused for lack of room or permission, the service raised already
@@ -172,8 +253,10 @@ class _Tiers:
     def store_many(self, entries: Iterable[dict[str, Any]], progress: Progress | None = None) -> StoreResult:
         """Store A2E `MemoryEntry` dicts (key, content, tier, tags, source, score, ttl) in one go:
         the valid ones are stored, each other one is named in `errors` by its index (the request
-        is refused as a whole only when none could be stored for lack of room or permission)."""
-        return cast(StoreResult, self.service.store(self._scope(), list(entries), progress))
+        is refused as a whole only when none could be stored for lack of room or permission).
+        An entry without a `tier` goes to the episodic tier, as with `store`."""
+        given = [{"tier": "episodic", **e} if isinstance(e, dict) else e for e in entries]
+        return cast(StoreResult, self.service.store(self._scope(), given, progress))
 
     def retrieve(
         self,
@@ -191,7 +274,7 @@ class _Tiers:
         return cast(
             Retrieved,
             self.service.retrieve(
-                self._scope(), keys=_key_list(keys), query=query, tags=list(tags), tier=tier, limit=limit,
+                self._scope(), keys=_key_list(keys), query=query, tags=_items(tags), tier=tier, limit=limit,
                 min_score=min_score, explain=explain,
             ),
         )  # fmt: skip
@@ -207,9 +290,10 @@ class _Tiers:
         """Delete the entries of `tier` with these keys and/or tags; returns how many. Emptying the
         whole tier takes `everything=True` (never implied: without keys or tags, `InvalidInput`)."""
         scope, keys = self._scope(), _key_list(keys)
-        return self.service.forget(scope, keys=keys, tags=list(tags), tier=tier, everything=everything)
+        return self.service.forget(scope, keys=keys, tags=_items(tags), tier=tier, everything=everything)
 
 
+@_serialise_public_methods
 class Memory(_Tiers):
     """A store, opened in one namespace as one agent.
 
@@ -252,7 +336,7 @@ class Memory(_Tiers):
         pooled: bool = False,
     ) -> None:
         self.service = MemoryService(home, embedder=embedder, store=store, pooled=pooled)
-        self._owner = True
+        self._owner, self._guard = True, _Guard()
         try:
             self._set_scope(namespace, agent)
         except BaseException:  # a refused name: nobody else can close what was opened
@@ -293,7 +377,7 @@ class Memory(_Tiers):
         """A view of the same open store in another namespace and/or as another agent. Closing
         the view closes nothing: the store stays open until this `Memory` is closed."""
         view = object.__new__(Memory)
-        view.service, view._owner = self.service, False
+        view.service, view._owner, view._guard = self.service, False, self._guard
         view._set_scope(self.namespace if namespace is None else namespace, self.agent if agent is None else agent)
         return view
 
@@ -305,8 +389,8 @@ class Memory(_Tiers):
         is closed, as `mem init` does; else it lives in this process only. Leaving a `with`
         block closes it and deletes its working tier."""
         if memory_id is not None:
-            return Session(self.service, self.service.session(memory_id))
-        return Session(self.service, self.service.init(self.namespace, self.agent, persist))
+            return Session(self.service, self.service.session(memory_id), self._guard)
+        return Session(self.service, self.service.init(self.namespace, self.agent, persist), self._guard)
 
     def sessions(self) -> Records:
         """The persisted sessions (`mem session list`): memory_id, namespace, agent, created_at."""
@@ -335,8 +419,9 @@ class Memory(_Tiers):
 
     def export(self, namespace: str | None = None) -> Iterator[bytes]:
         """The store (or one namespace) as sorted NDJSON lines, without line ends (`mem export`):
-        lossless, diffable, and what `import_records` reads back."""
-        return self.service.export(namespace)
+        lossless, diffable, and what `import_records` reads back. Each line is read under the
+        store's lock (see Threads above)."""
+        return _locked_lines(self._guard, iter(self.service.export(namespace)))
 
     def export_to(self, path: str | Path, namespace: str | None = None) -> int:
         """Write `export` to a file readable by its owner only; returns the number of lines."""
@@ -356,7 +441,7 @@ class Memory(_Tiers):
 
     def import_from(self, path: str | Path, dry_run: bool = False) -> dict[str, int]:
         """`import_records` of an export file (`mem import FILE`)."""
-        return self.import_records(Path(path).read_bytes().splitlines(), dry_run)
+        return self.import_records(_read_file(path).splitlines(), dry_run)
 
     def gc(self) -> int:
         """Checkpoint every scope now and purge deleted and expired records (`mem gc`); returns
@@ -373,11 +458,14 @@ class Memory(_Tiers):
 
     # -- lifetime ---------------------------------------------------------------------------
 
+    @_guards_itself
     def close(self) -> None:
-        """Close the store (files, a database's connections). A view from `using` closes nothing."""
-        if self._owner:
-            self._owner = False
-            self.service.close()
+        """Close the store (files, a database's connections); closing again does nothing. A view
+        from `using` closes nothing. Waits for a call running in another thread to end."""
+        with self._guard.lock:
+            if self._owner and not self._guard.closed:
+                self._guard.closed = True
+                self.service.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -389,6 +477,7 @@ class Memory(_Tiers):
         return f"Memory(store={self.url!r}, namespace={self.namespace!r}, agent={self.agent!r})"
 
 
+@_serialise_public_methods
 class Session(_Tiers):
     """An A2E session: the tiers of its (namespace, agent), plus a working tier of its own.
     Made by `Memory.session()`; a context manager that closes it.
@@ -406,9 +495,10 @@ class Session(_Tiers):
     >>> m.close()
     """
 
-    def __init__(self, service: MemoryService, session: a2e.Session) -> None:
+    def __init__(self, service: MemoryService, session: a2e.Session, guard: _Guard) -> None:
         self.service = service
         self._session = session
+        self._guard = guard
 
     @property
     def memory_id(self) -> str:
@@ -428,7 +518,8 @@ class Session(_Tiers):
         return self.service.session(self.memory_id)
 
     def close(self) -> None:
-        """End the session and delete its working tier; closing it again changes nothing."""
+        """End the session and delete its working tier; closing it again changes nothing (after
+        its `Memory` was closed: `Closed`, the session stays open in a persisted store)."""
         with contextlib.suppress(NotFound):  # closed already (here, or by another process)
             self.service.close_session(self.memory_id)
 
@@ -453,10 +544,15 @@ class _Group:
         return self._memory.service
 
     @property
+    def _guard(self) -> _Guard:
+        return self._memory._guard
+
+    @property
     def _ns(self) -> str:
         return self._memory.namespace
 
 
+@_serialise_public_methods
 class KeyValues(_Group):
     """`m.kv`: values (any JSON) under string keys (`memory_set`, `memory_get`, ...).
 
@@ -501,6 +597,7 @@ class KeyValues(_Group):
         return self._service.memory_list_keys(namespace=self._ns, limit=limit, offset=offset)
 
 
+@_serialise_public_methods
 class Documents(_Group):
     """`m.json` and `m.todos`: JSON objects under generated memory IDs (`memory_json_*`,
     `memory_todo_*`). A todo's `status` defaults to "pending".
@@ -543,6 +640,7 @@ class Documents(_Group):
         return cast(Records, self._tool("list")(filters, limit, offset, namespace=self._ns))
 
 
+@_serialise_public_methods
 class Markdown(Documents):
     """`m.markdown`: markdown texts under generated memory IDs (`memory_markdown_*`).
 
@@ -567,6 +665,7 @@ class Markdown(Documents):
         return self._service.memory_markdown_update(memory_id, markdown, metadata, namespace=self._ns)
 
 
+@_serialise_public_methods
 class Episodes(_Group):
     """`m.episodes`: titled logs of events (`episodic_memory_*`). Events are appended, never
     changed; an archived log is read-only.
@@ -614,7 +713,7 @@ class Episodes(_Group):
         """Append an event; `agent` (its `emitting_agent_id`) defaults to the `Memory`'s agent.
         `Conflict` if the log is archived."""
         emitter = self._memory.agent if agent is None else agent
-        event = {"event_type": event_type, "emitting_agent_id": emitter, "team_id": team_id, "tags": list(tags),
+        event = {"event_type": event_type, "emitting_agent_id": emitter, "team_id": team_id, "tags": _items(tags),
                  "payload": payload}  # fmt: skip
         return self._service.episodic_memory_append_event(memory_id, event, namespace=self._ns)
 
@@ -636,7 +735,7 @@ class Episodes(_Group):
         `tags` match any, `since` / `until` are ISO 8601 times."""
         return self._service.episodic_memory_query_events(
             memory_id=memory_id, swarm_id=swarm_id, last_minutes=last_minutes, last_count=last_count,
-            tags=list(tags) if tags is not None else None, event_type=event_type, emitting_agent_id=agent,
+            tags=_items(tags) if tags is not None else None, event_type=event_type, emitting_agent_id=agent,
             team_id=team_id, since=since, until=until, namespace=self._ns,
         )  # fmt: skip
 
@@ -659,6 +758,7 @@ class Episodes(_Group):
         return self._service.episodic_memory_delete(memory_id, namespace=self._ns)
 
 
+@_serialise_public_methods
 class Persistent(_Group):
     """`m.persistent`: stored retrieval configurations (`persistent_memory_*`): where to look
     (`retrieval`: a `vectordb`, `kv`, `eventlog` or `kg` source) and how to render what is found
@@ -692,7 +792,7 @@ class Persistent(_Group):
         """A new configuration (its ID generated unless given); `InvalidInput` names bad fields."""
         return self._service.persistent_memory_create(
             label=label, retrieval=retrieval, contribution=contribution, id=id, description=description,
-            inputs_scope=list(inputs_scope) if inputs_scope is not None else None,
+            inputs_scope=_items(inputs_scope) if inputs_scope is not None else None,
             additional_variables=additional_variables, status=status, namespace=self._ns,
         )  # fmt: skip
 
@@ -726,10 +826,11 @@ class Persistent(_Group):
         """Run the retrieval: `items` found and the rendered `contribution` (`Conflict` if the
         configuration is disabled)."""
         return self._service.persistent_memory_retrieve(
-            memory_id, list(keywords) if keywords is not None else None, action, context, query, namespace=self._ns
+            memory_id, _items(keywords) if keywords is not None else None, action, context, query, namespace=self._ns
         )
 
 
+@_serialise_public_methods
 class Graph(_Group):
     """`m.graph`: a knowledge graph of entities, relations and observations, shaped as the MCP
     memory server's (`create_entities`, `create_relations`, ...).
@@ -756,26 +857,26 @@ class Graph(_Group):
     def create_entities(self, entities: Sequence[dict[str, Any]]) -> Records:
         """Create entities ({name, entityType, observations}); names that exist are left alone.
         Returns those created."""
-        return self._service.kg_create_entities(list(entities), namespace=self._ns)
+        return self._service.kg_create_entities(_items(entities), namespace=self._ns)
 
     def create_relations(self, relations: Sequence[dict[str, Any]]) -> Records:
         """Create relations ({from, to, relationType}) between existing entities."""
-        return self._service.kg_create_relations(list(relations), namespace=self._ns)
+        return self._service.kg_create_relations(_items(relations), namespace=self._ns)
 
     def add_observations(self, observations: Sequence[dict[str, Any]]) -> Records:
         """Add observations ({entityName, contents}) to existing entities."""
-        return self._service.kg_add_observations(list(observations), namespace=self._ns)
+        return self._service.kg_add_observations(_items(observations), namespace=self._ns)
 
     def delete_entities(self, names: Sequence[str]) -> dict[str, int]:
         """Delete entities and every relation touching them."""
-        return self._service.kg_delete_entities(list(names), namespace=self._ns)
+        return self._service.kg_delete_entities(_items(names), namespace=self._ns)
 
     def delete_observations(self, deletions: Sequence[dict[str, Any]]) -> Records:
         """Remove observations ({entityName, observations}) from entities."""
-        return self._service.kg_delete_observations(list(deletions), namespace=self._ns)
+        return self._service.kg_delete_observations(_items(deletions), namespace=self._ns)
 
     def delete_relations(self, relations: Sequence[dict[str, Any]]) -> dict[str, int]:
-        return self._service.kg_delete_relations(list(relations), namespace=self._ns)
+        return self._service.kg_delete_relations(_items(relations), namespace=self._ns)
 
     def read(self, limit: int | None = None, offset: int = 0) -> Record:
         """A page of entities (by name) and the relations among them: {entities, relations}."""
@@ -783,7 +884,7 @@ class Graph(_Group):
 
     def open(self, names: Sequence[str]) -> Record:
         """The named entities and the relations among them."""
-        return self._service.kg_open_nodes(list(names), namespace=self._ns)
+        return self._service.kg_open_nodes(_items(names), namespace=self._ns)
 
     def search(self, query: str, limit: int = SEARCH_LIMIT) -> Record:
         """Entities matching `query` (names, types, observations; by words and meaning) and the
@@ -792,10 +893,11 @@ class Graph(_Group):
 
     def import_jsonl(self, source: str | Path | Iterable[str]) -> dict[str, int]:
         """Import the MCP memory server's JSONL (a file path, or its lines): entities and relations."""
-        lines = Path(source).read_text(encoding="utf-8").splitlines() if isinstance(source, (str, Path)) else source
+        lines = _read_file(source).decode("utf-8").splitlines() if isinstance(source, (str, Path)) else source
         return self._service.kg_import(lines, namespace=self._ns)
 
 
 ERRORS: tuple[type[MemError], ...] = (  # the exceptions of the table above, in its order
     MemError, NotFound, InvalidInput, Conflict, MemoryFull, Unauthorized, StoreMismatch, StoreUnavailable, Damaged,
+    Closed,
 )  # fmt: skip

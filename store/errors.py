@@ -82,6 +82,14 @@ class StoreUnavailable(MemError):
     exit_code = 7
 
 
+class Closed(MemError):
+    """A call on a `Memory` (or one of its views, groups or sessions) after it was closed: the
+    store it used is gone; open a new `Memory`. A mistake in the calling program, not the store's."""
+
+    code = "runtime_error"
+    exit_code = 1
+
+
 def refuse_unknown(given: Iterable[str], known: Iterable[str], what: str) -> None:
     """Refuse names (tool arguments, fields of an object) that are not `known`, naming each and
     the close valid name if there is one: a misspelt filter must not silently match everything,

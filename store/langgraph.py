@@ -40,17 +40,22 @@ store; its in-memory store resets both); a put of None deletes. In one `batch`, 
 and then the writes, the last one per (namespace, key) winning, under one `mem` write lock: on
 PostgreSQL one transaction.
 
-TTL (`supports_ttl`). `ttl` is in minutes, as in LangGraph; the record's `expires_at` makes it
+TTL (`supports_ttl`). `ttl` is in minutes, as in LangGraph, a finite number > 0 (anything
+else, 0 included, is a ValueError); the record's `expires_at` makes it
 invisible from then on (the backend purges it later: `mem gc`). Reads with `refresh_ttl` (the
 default, or the store's `TTLConfig.refresh_on_read`) push the expiry of the items they return
 `ttl` minutes from now. `TTLConfig.default_ttl` applies to puts without a `ttl` (`ttl=None` is
 no expiry, as in LangGraph); there is no sweeper thread to start, since expired items are never
 returned.
+
+Threads. One `MemStore` may serve threads (LangGraph runs parallel branches in threads): its
+batches run one at a time. After `close()`, every call raises `a2e_mem.errors.Closed`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -79,6 +84,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 
 from . import clock
 from .backends.base import Filters, Scope
+from .errors import Closed
 from .ops.records import Collection, Doc
 from .schemas import flatten_text
 from .service import MemoryService
@@ -115,8 +121,10 @@ class MemStore(BaseStore):
         self.fields = list(fields)
         self.ttl_config = ttl
         # one batch at a time per store object: LangGraph runs parallel nodes in threads, and a
-        # batch's reads and writes must not interleave with another's in this process
+        # batch's reads and writes must not interleave with another's in this process (a service
+        # given here must not be used by other threads meanwhile: its engine is not thread-safe)
         self._mutex = threading.RLock()
+        self._closed = False
 
     # -- BaseStore ----------------------------------------------------------------------------
 
@@ -126,6 +134,8 @@ class MemStore(BaseStore):
         for op in ops:
             _check_op(op)
         with self._mutex:
+            if self._closed:
+                raise Closed("this MemStore is closed; open a new one")
             now = clock.now()
             refresh: dict[tuple[Namespace, str], None] = {}  # items read with refresh_ttl, in order
             results = [self._read(op, now, refresh) for op in ops]
@@ -139,8 +149,12 @@ class MemStore(BaseStore):
         return await asyncio.to_thread(self.batch, list(ops))
 
     def close(self) -> None:
-        if self._owns_service:
-            self.service.close()
+        """Close the store (once: closing again does nothing); later calls raise `Closed`."""
+        with self._mutex:
+            if not self._closed:
+                self._closed = True
+                if self._owns_service:
+                    self.service.close()
 
     def __enter__(self) -> MemStore:
         return self
@@ -274,6 +288,17 @@ def _check_op(op: Op) -> None:
         raise InvalidNamespaceError("namespace cannot be empty")
     if isinstance(op, (GetOp, PutOp)) and (not isinstance(op.key, str) or "\x00" in op.key):
         raise ValueError(f"a key must be text without NUL, not {op.key!r}")
+    if isinstance(op, PutOp) and op.value is not None:
+        _check_ttl(op.ttl)
+
+
+def _check_ttl(ttl: Any) -> None:
+    """A put's `ttl`: None (no expiry) or a finite number of minutes > 0. A ValueError, as
+    LangGraph's own checks of a put raise (and `InvalidNamespaceError` is one): 'x', '5' or NaN
+    would be kept without expiring and 0 or -1 would expire the item at once, silently."""
+    number = isinstance(ttl, (int, float)) and not isinstance(ttl, bool)
+    if ttl is not None and not (number and math.isfinite(ttl) and ttl > 0):
+        raise ValueError(f"ttl must be None or a finite number of minutes > 0, not {ttl!r}")
 
 
 def _scope_rows(scope: Scope, now: float, qvec: Any, query: str) -> Iterable[tuple[float | None, Doc]]:

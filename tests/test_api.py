@@ -361,3 +361,118 @@ CLI_TO_API = {
     "gc": "gc", "export": "export_to", "import": "import_from", "stats": "stats", "namespaces": "namespaces",
     "namespaces delete": "delete_namespace", "reindex": "reindex", "doctor": "doctor",
 }  # fmt: skip
+
+
+# -- issue 14: the outside audit of the Python API ----------------------------------------------
+
+
+def test_one_memory_shared_by_threads_loses_nothing_and_raises_nothing(home):
+    """Six threads share one `Memory` (the audit's repro): every call is serialised by the
+    store's lock, so no write is lost and no half-made state is seen."""
+    import threading
+
+    failures: list[BaseException] = []
+    m = Memory(home=home)
+
+    def work(worker: int) -> None:
+        try:
+            for i in range(50):
+                m.kv.set(f"k{worker}-{i}", i)
+                m.store(f"note {worker} {i}", key=f"n{worker}-{i}")
+                if i % 10 == 0:
+                    m.retrieve(f"note {worker}")
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hangs"  # (then m is left open: closing would hang)
+    try:
+        assert failures == []
+        assert m.retrieve(limit=1)["total"] == 300
+        assert len(m.kv.list(limit=1000)) == 300
+        assert sum(n["entries"] for n in m.namespaces()) == 600  # 301 in the audit: its own extra key
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("limit", [-1, 2.5, "3", None, True])
+def test_a_bad_limit_is_invalid_input(memory, limit):
+    with pytest.raises(InvalidInput, match="limit"):
+        memory.retrieve("x", limit=limit)
+
+
+@pytest.mark.parametrize("min_score", ["0.5", None, -0.1, 1.5, float("nan")])
+def test_a_bad_min_score_is_invalid_input(memory, min_score):
+    with pytest.raises(InvalidInput, match="min_score"):
+        memory.retrieve("x", min_score=min_score)
+
+
+def test_a_lone_string_is_one_tag_or_name_never_its_characters(memory):
+    memory.store("x", key="x", tags="abc")
+    assert memory.retrieve(keys="x")["entries"][0]["tags"] == ["abc"]
+    assert memory.retrieve(tags="abc")["total"] == 1
+    assert memory.forget(tags="abc") == 1
+    memory.graph.create_entities([{"name": "Bob", "entityType": "person"}])
+    assert [e["name"] for e in memory.graph.open("Bob")["entities"]] == ["Bob"]
+    assert memory.graph.delete_entities("Bob") == {"deletedEntities": 1, "deletedRelations": 0}
+    log = memory.episodes.create("log")
+    memory.episodes.append(log["memoryId"], "e", "p", tags="ci")
+    assert [e["tags"] for e in memory.episodes.query(log["memoryId"], tags="ci")] == [["ci"]]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_numbers_are_refused_wherever_values_go(memory, bad):
+    with pytest.raises(InvalidInput, match="finite"):
+        memory.kv.set("k", bad)
+    with pytest.raises(InvalidInput, match="finite"):
+        memory.kv.set("k", {"deep": [1, {"x": bad}]})
+    with pytest.raises(InvalidInput, match="finite"):
+        memory.store(bad, key="k")
+    with pytest.raises(InvalidInput, match="finite"):
+        memory.store("content", key={"a": bad})
+    with pytest.raises(InvalidInput, match="finite"):
+        memory.json.save({"n": bad})
+    assert memory.namespaces() == []  # nothing was stored
+
+
+def test_a_closed_memory_and_its_views_refuse_every_call(home):
+    m = Memory(home=home)
+    view, session = m.using(namespace="other"), m.session()
+    m.close()
+    m.close()  # twice is fine
+    for call in (lambda: m.kv.set("k", 1), lambda: m.retrieve("x"), lambda: view.store("x"),
+                 lambda: view.graph.read(), lambda: m.stats(), lambda: session.retrieve("x")):  # fmt: skip
+        with pytest.raises(errors.Closed, match="closed"):
+            call()
+    with Memory(home=home) as m2:
+        pass
+    with pytest.raises(errors.Closed):
+        m2.namespaces()
+
+
+def test_every_public_method_of_the_api_is_serialised():
+    checked = 0
+    for cls in (api._Tiers, api.Memory, api.Session, api.KeyValues, api.Documents, api.Markdown, api.Episodes,
+                api.Persistent, api.Graph):  # fmt: skip
+        for name, member in vars(cls).items():
+            if callable(member) and not name.startswith("_") and (cls, name) != (api.Memory, "close"):
+                assert getattr(member, "__wrapped__", None) is not None, f"{cls.__name__}.{name}"
+                checked += 1
+    assert checked > 50
+
+
+def test_import_from_a_missing_file_is_not_found(memory, tmp_path):
+    missing = tmp_path / "nothing.ndjson"
+    with pytest.raises(NotFound, match="nothing.ndjson"):
+        memory.import_from(missing)
+
+
+def test_store_many_defaults_the_tier_to_episodic_as_store_does(memory):
+    result = memory.store_many([{"key": "a", "content": "A"}, {"key": "b", "content": "B", "tier": "semantic"}])
+    assert result["stored"] == [{"key": "a"}, {"key": "b"}] and not result.get("errors")
+    assert [e["tier"] for e in memory.retrieve(keys=["a", "b"])["entries"]] in (
+        ["episodic", "semantic"], ["semantic", "episodic"])  # fmt: skip

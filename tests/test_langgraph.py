@@ -575,3 +575,59 @@ def test_two_processes_writing_at_once_lose_nothing(home):
     with MemStore(home) as memories:
         found = memories.search(("shared",), limit=1000)
     assert sorted(i.key for i in found) == sorted(f"{w}-{i}" for w in "ab" for i in range(25))
+
+
+# -- issue 14: the outside audit ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ttl", ["x", "5", [1], float("nan"), float("inf"), 0, -1, True])
+def test_a_ttl_that_is_not_a_finite_positive_number_of_minutes_is_refused(memstore, ttl):
+    with pytest.raises(ValueError, match="ttl"):
+        memstore.put(("t",), "k", {"v": 1}, ttl=ttl)
+    assert memstore.search(("t",)) == []  # nothing was written
+    memstore.put(("t",), "k", {"v": 1}, ttl=0.5)  # half a minute is a finite positive number
+    memstore.put(("t",), "k", {"v": 1}, ttl=None)  # None: no expiry, as in LangGraph
+
+
+def test_a_value_holding_nan_is_refused(memstore):
+    with pytest.raises(InvalidInput, match="finite"):
+        memstore.put(("t",), "k", {"v": float("nan")})
+
+
+def test_one_memstore_shared_by_threads_loses_nothing(home):
+    """LangGraph runs parallel branches in threads on one store: its batches go one at a time."""
+    import threading
+
+    failures: list[BaseException] = []
+    store = MemStore(home)
+
+    def work(worker: int) -> None:
+        try:
+            for i in range(40):
+                store.put(("w", str(worker)), f"k{i}", {"text": f"note {worker} {i}"})
+                if i % 10 == 0:
+                    store.search(("w",), query=f"note {worker}", limit=5)
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hangs"
+    try:
+        assert failures == []
+        assert len(store.search(("w",), limit=EVERYTHING)) == 240
+    finally:
+        store.close()
+
+
+def test_a_closed_memstore_refuses_every_call_and_closes_once(home):
+    from a2e_mem.errors import Closed
+
+    store = MemStore(home)
+    store.close()
+    store.close()
+    with pytest.raises(Closed):
+        store.get(("t",), "k")

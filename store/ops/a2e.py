@@ -8,6 +8,7 @@ keeping `created_at`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -284,6 +285,8 @@ class A2E:
             try:
                 rid = canonical_key(entry.key)
                 _check_nesting(entry)
+                check_finite(entry.key, "key")
+                check_finite(entry.content, "content")
                 size = len(orjson.dumps(entry.content)) + len(rid)  # the key is stored (twice) too
             except (orjson.JSONEncodeError, InvalidInput) as exc:
                 errors.append((i, str(exc) if isinstance(exc, InvalidInput) else f"content: {exc}"))
@@ -404,6 +407,7 @@ class A2E:
         With `explain`, each entry says how it ranked (scores, fusion, time, filters, search path).
         `since` / `until` keep the entries whose own time is in [since, until) (`timeaware.py`).
         A `limit` over MAX_RETRIEVE is clamped to it, and the reply's `warnings` says so."""
+        check_paging(limit, min_score)
         warnings = []
         if limit > MAX_RETRIEVE:
             warnings.append(f"limit {limit} is over the maximum of {MAX_RETRIEVE}: clamped to {MAX_RETRIEVE}")
@@ -645,6 +649,32 @@ def _last_write_wins(
             replaced.append((earlier[0], f"replaced by entries[{i}], which has the same key and tier"))
         latest[(entry.tier, rid)] = (i, entry, rid)
     return sorted(latest.values(), key=lambda item: item[0]), replaced
+
+
+def check_finite(value: Any, where: str) -> None:
+    """`InvalidInput` if `value` holds a NaN or an infinity anywhere: JSON has no such numbers and
+    orjson would silently write them as null. Every stored value passes here (A2E entries in
+    `_validate`, records in `Collection`), so the CLI, the wire, MCP and the API all refuse them."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            message = f"{where}: {item} is not a finite number (JSON has no NaN or Infinity)"
+            raise InvalidInput(message, {"field": where})
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+
+
+def check_paging(limit: Any, min_score: Any) -> None:
+    """A retrieve's `limit` (a whole number >= 0) and `min_score` (a number in 0..1), as the
+    wire's RetrieveRequest checks them, for callers that do not come through the wire."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise InvalidInput(f"limit must be a whole number >= 0, not {limit!r}", {"field": "limit"})
+    number = isinstance(min_score, (int, float)) and not isinstance(min_score, bool)
+    if not number or not 0.0 <= min_score <= 1.0:  # (NaN fails the comparison too)
+        raise InvalidInput(f"min_score must be a number from 0 to 1, not {min_score!r}", {"field": "min_score"})
 
 
 def _check_nesting(entry: MemoryEntry) -> None:

@@ -18,7 +18,7 @@ from ..embed import encode_vectors
 from ..errors import InvalidInput, NotFound
 from ..redact import redact
 from ..schemas import SCHEMAS
-from .a2e import check_name
+from .a2e import check_finite, check_name
 
 Doc = dict[str, Any]
 MAX_RECORD_BYTES = 1 << 20
@@ -144,6 +144,7 @@ class Collection:
             if self.backend.redact:  # before anything is stored or embedded; ids and keys are kept
                 self._redact_in_place(doc)
             size = serialised_size(doc)
+            check_finite(doc, "value")
             if size > limit:
                 raise InvalidInput(f"record is {size} bytes, over the {limit}-byte limit (max_entry_bytes)")
             recs.append({"id": doc["id"], "doc": doc, "size": size})
