@@ -164,7 +164,7 @@ def main() -> int:
     fewest = min(len(t[1]) for t in tried)  # every condition met when 0; else the best that misses fewest
     kept = [t for t in tried if len(t[1]) == fewest]
     print(f"\n{len(kept)} points miss {fewest} of the conditions; the best of them:")
-    for value, missed, constants in kept[:10]:
+    for value, _, constants in kept[:10]:
         print(f"{value / 2:.4f} mean of ev@5, ev@10  " + "  ".join(f"{k}={v:g}" for k, v in constants.items()))
     show(f"best missing {fewest} of the conditions {kept[0][1]} " + str(kept[0][2]), evaluate(questions, kept[0][2]))
     return 0
