@@ -25,9 +25,10 @@ fewest changes from the constants fitted without the time signal (SIMILAR 0.8 ->
 0.2 -> 0.4). The single best point meeting every condition, 0.7 / 1.5 / 0.1 / 0.8 / 0.5 / 0.2 /
 0.4, is 0.6282 (less than one question more) but a peak: DIVERSITY 0 or 0.2 there lose 1.2 to
 2.5 points. The second, 0.6268, turns the "when" gain off (W_WHEN 0): kept on, as it is the
-signal for "when did ...?" questions, whose answers say when. An earlier grid without the time signal (VECTOR_WEIGHT 0.4 to 0.7, power 1 to 3)
-put every leader at a power of 1.5 or 2 and a weight of 0.45 to 0.6. `--no-grid` only compares
-the old and the shipped constants (for another embedder).
+signal for "when did ...?" questions, whose answers say when. An earlier grid without the time
+signal (VECTOR_WEIGHT 0.4 to 0.7, power 1 to 3) put every leader at a power of 1.5 or 2 and a
+weight of 0.45 to 0.6. `--no-grid` only compares the old and the shipped constants (for another
+embedder).
 
 Reciprocal rank fusion was tried too and lost to score fusion (see the README); it would also
 make relevance a function of the other candidates, so `min_score` would mean nothing fixed.
