@@ -22,8 +22,8 @@ pool (the best `POOL` by fused relevance; see `A2E.retrieve`), never a filter:
     something happened (any date phrase) gain: they are the ones that can answer;
   - "now", "currently", "these days", "latest": the newer an entry among the pool, the more it gains.
 Relevance becomes min(1, relevance * (1 + gain)); `--explain` shows each gain under "time". The
-weights below were chosen on the dev split of `bench/bench_conv.py` (varying each moved no
-figure by more than two questions).
+weights below were fitted on the dev split of `bench/bench_conv.py` together with the fusion and
+diversity constants (`bench/fit_fusion.py`; W_PERIOD 0.25 to 1 gave the same figures there).
 
 Parsing is a small set of regular expressions for English date phrases, with calendar arithmetic
 from python-dateutil (`relativedelta`: month and year steps that clamp the day, weekday steps)
@@ -55,7 +55,7 @@ POOL = 50  # candidates a time-aware query re-ranks (the best of the merged shar
 W_PERIOD = 0.5  # gain of an entry that mentions a date inside the query's period
 W_SAID = 0.5  # the share of W_PERIOD an entry said inside the period (but mentioning no date in it) gets
 W_WHEN = 0.2  # gain of an entry that mentions a date, for a "when" question
-W_RECENT = 0.2  # gain of the newest entry of the pool, for a "now" question (the oldest gets 0)
+W_RECENT = 0.4  # gain of the newest entry of the pool, for a "now" question (the oldest gets 0)
 TIME_FIELDS = ("date", "time", "timestamp", "datetime", "when")
 LEADING = 40  # a full date this close to the start of an entry's text is the entry's own date
 CACHE = 65_536  # entries whose date phrases are kept parsed

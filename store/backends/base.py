@@ -50,8 +50,9 @@ Progress = Callable[[int, int], None]
 SYSTEM = "\x00system"  # the namespace of the store's own records (`mem init` sessions); no user can name it
 
 # relevance = VECTOR_WEIGHT * max(cosine, 0) + (1 - VECTOR_WEIGHT) * lexical ** LEXICAL_POWER; both
-# fitted by bench/fit_fusion.py on the dev split of bench/data/convbench.json (issue 12). Until
-# then they were set by hand: 0.7 and 2 (bench/bench_conv.py's "old hybrid" mode runs them).
+# fitted by bench/fit_fusion.py on the dev split of bench/data/convbench.json (issue 12), with the
+# diversity and time constants in the same fit. Until then they were set by hand: 0.7 and 2
+# (bench/bench_conv.py's "old hybrid" mode runs them, without diversity or time signal).
 VECTOR_WEIGHT = 0.5
 LEXICAL_POWER = 2.0
 

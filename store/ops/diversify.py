@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-DIVERSITY = 0.2  # bench/fit_fusion.py, dev split; 0 lists by relevance alone
-SIMILAR = 0.8  # cosines up to this count as no likeness (bench/fit_fusion.py, dev split)
+DIVERSITY = 0.2  # bench/fit_fusion.py, dev split (0.1 to 0.3 the same there); 0 lists by relevance alone
+SIMILAR = 0.9  # cosines up to this count as no likeness (bench/fit_fusion.py, dev split, time signal on)
 MAX_LISTED = 100  # entries listed by diversity at most; the rest of a longer list by relevance
 
 
