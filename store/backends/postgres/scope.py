@@ -42,7 +42,7 @@ def by_ids(columns: str) -> str:
     all of its columns is one row to the planner, with or without table statistics (with
     `id = ANY(...)`, a table never analysed, just after a bulk import, was scanned whole)."""
     return (
-        "unnest(%(ids)s::text[]) AS u(id) CROSS JOIN LATERAL "
+        "unnest(%(ids)b::text[]) AS u(id) CROSS JOIN LATERAL "
         f"(SELECT {columns} FROM mem_records WHERE {KEY} AND id = u.id) AS r"
     )
 
@@ -260,8 +260,8 @@ INSERT = """INSERT INTO mem_records
 SELECT %(ns)s, %(kind)s, %(scope)s::text[], u.id, replace(u.raw, '\\u0000', '\\ufffd')::jsonb, u.raw, u.size, u.vec,
        string_to_array(u.terms, ' '), ARRAY(SELECT jsonb_array_elements_text(u.tags::jsonb)),
        u.score, u.updated_at, u.expires_at
-FROM unnest(%(ids)s::text[], %(raws)s::text[], %(sizes)s::int[], %(vecs)b::vector[], %(terms)s::text[],
-            %(tags)s::text[], %(scores)s::real[], %(updated)s::float8[], %(expires)s::float8[])
+FROM unnest(%(ids)b::text[], %(raws)b::text[], %(sizes)s::int[], %(vecs)b::vector[], %(terms)b::text[],
+            %(tags)b::text[], %(scores)s::real[], %(updated)s::float8[], %(expires)s::float8[])
      WITH ORDINALITY AS u(id, raw, size, vec, terms, tags, score, updated_at, expires_at, ord)
 ORDER BY u.ord
 ON CONFLICT (namespace, kind, scope, id) DO UPDATE SET
