@@ -53,6 +53,14 @@ META = (
     "(SELECT value FROM mem_meta WHERE key = 'vector_index')"
 )
 DEADLOCK_RETRIES = 5
+# A namespace's counters, its records past their expiry at %(now)s, and the next expiry after it
+USAGE = (
+    "SELECT coalesce((SELECT entries FROM mem_usage WHERE namespace = %(ns)s), "  # no row: a count
+    "(SELECT count(*) FROM mem_records WHERE namespace = %(ns)s)), coalesce((SELECT bytes FROM mem_usage "
+    "WHERE namespace = %(ns)s), (SELECT sum(size) FROM mem_records WHERE namespace = %(ns)s), 0), "
+    "count(*), coalesce(sum(size), 0), (SELECT min(expires_at) FROM mem_records WHERE namespace = %(ns)s "
+    "AND expires_at > %(now)s) FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s"
+)
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
 
@@ -289,20 +297,36 @@ class PostgresBackend(Backend):
             yield self
             return
 
+        entered = clock.now()
+
         def enter(conn: Any) -> Any:  # sent with the BEGIN: one round trip
             conn.execute(
                 "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 [*sch.EMBEDDER_LOCK, name],
             )
-            return conn.execute(META)  # a statement of its own: a snapshot taken after the locks
+            # statements of their own: snapshots taken after the locks
+            return conn.execute(META), conn.execute(USAGE, {"ns": name, "now": entered})
 
-        with self.db.transaction(enter) as (_, meta):
+        with self.db.transaction(enter) as (_, (meta, usage)):
             self._take_meta(*meta.fetchone())
             self._locked.names = {name}
+            self._locked.usage = (name, entered, *usage.fetchone())
+            self._locked.rows = {}
             try:
                 yield self
             finally:
-                self._locked.names = None
+                self._locked.names = self._locked.usage = self._locked.rows = None
+
+    def written(self) -> None:
+        """The write section wrote: what it read at its entry (the namespace's usage) is stale."""
+        self._locked.usage = None
+
+    def known_rows(self, key: tuple) -> dict[str, tuple[int, list[str]] | None] | None:
+        """In a write section, what its reads found of scope `key` (namespace, kind, scope): id ->
+        (size, terms) of the row, expired or not, or None for no row. The namespace's lock keeps
+        it true until the section writes, which keeps it up to date (`PgScope.append`)."""
+        rows = getattr(self._locked, "rows", None)
+        return None if rows is None else rows.setdefault(key, {})
 
     def after_write(self, scope: Scope) -> None:
         """A write that embedded gives the vector column its dimension (once); a server builds
@@ -329,22 +353,25 @@ class PostgresBackend(Backend):
         return scopes_of(self, namespace)
 
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
-        """The live counters minus the records past their expiry that no purge removed yet."""
+        """The live counters minus the records past their expiry that no purge removed yet. In a
+        write section that has not written yet, the figures its entry read, while they still
+        hold: no record of the namespace expired between that entry and `now`."""
+        ns = sch.db_name(namespace)
+        cached = getattr(self._locked, "usage", None)
+        if cached is not None and cached[0] == ns:
+            _, entered, entries, size, gone, gone_size, next_expiry = cached
+            if entered <= now and (next_expiry is None or now < next_expiry):
+                return int(entries) - int(gone), int(size) - int(gone_size)
         with self.db.connection() as conn:
-            row = conn.execute(
-                "SELECT coalesce((SELECT entries FROM mem_usage WHERE namespace = %(ns)s), "  # no row: a count
-                "(SELECT count(*) FROM mem_records WHERE namespace = %(ns)s)), coalesce((SELECT bytes FROM mem_usage "
-                "WHERE namespace = %(ns)s), (SELECT sum(size) FROM mem_records WHERE namespace = %(ns)s), 0), "
-                "count(*), "
-                "coalesce(sum(size), 0) FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s",
-                {"ns": sch.db_name(namespace), "now": now},
-            ).fetchone()
+            row = conn.execute(USAGE, {"ns": ns, "now": now}).fetchone()
         return int(row[0]) - int(row[2]), int(row[1]) - int(row[3])
 
     def drop_scope(self, namespace: str, kind: str, *scope: str) -> None:
         from .scope import remove_rows
 
         with self.lock(namespace), self.db.connection() as conn:
+            self.written()
+            self._locked.rows = {}
             key = {"ns": sch.db_name(namespace), "kind": kind, "scope": list(scope)}
             remove_rows(
                 conn,

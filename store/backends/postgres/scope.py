@@ -117,12 +117,34 @@ class PgScope(Scope):
         rids = [rid for rid in rids if "\x00" not in rid]  # as in `get`
         if not rids:
             return {}
+        known = self.backend.known_rows(self._cache_key)
+        if known is not None:  # a write section: note what the rows hold, for the write to come
+            return self._get_noting(rids, now, known)
         rows = self._run(
             f"SELECT r.id, r.raw FROM {by_ids('id, raw, expires_at')} WHERE {LIVE}",
             {"ids": list(rids), "now": now},
         )
         found = {rid: self._readable(rid, raw) for rid, raw in rows}
         return {rid: doc for rid, doc in found.items() if doc is not None}
+
+    def _get_noting(self, rids: list[str], now: float, known: dict) -> dict[str, Doc]:
+        """`get_many` in a write section: the live records, and in `known` the size and terms of
+        each row, expired or not (what a write replacing it takes out of the statistics)."""
+        rows = self._run(
+            f"SELECT r.id, r.raw, r.size, r.terms, r.expires_at FROM {by_ids('id, raw, size, terms, expires_at')}",
+            {"ids": list(rids)},
+        )
+        known.update(dict.fromkeys(rids))
+        found = {}
+        for rid, raw, size, words, expires in rows:
+            known[rid] = (size, words)
+            if expires is None or expires > now:
+                found[rid] = self._readable(rid, raw)
+        return {rid: doc for rid, doc in found.items() if doc is not None}
+
+    @property
+    def _cache_key(self) -> tuple:
+        return (self.key["ns"], self.key["kind"], tuple(self.key["scope"]))
 
     def docs(self, now: float) -> Iterator[Doc]:
         """Every live record in write order, a page at a time (no connection is held between pages)."""
@@ -172,10 +194,14 @@ class PgScope(Scope):
 
     def append(self, op: Op) -> None:
         with self.backend.db.transaction() as (conn, _):  # the caller's write section (or one of its own)
+            self.backend.written()
             if op.get("op") == "put":
                 self._put(conn, op["recs"])
             elif op.get("op") == "del":
                 ids = list(dict.fromkeys(op["ids"]))
+                known = self.backend.known_rows(self._cache_key)
+                if known is not None:
+                    known.update(dict.fromkeys(ids))
                 if ids:
                     remove_rows(
                         conn,
@@ -192,12 +218,19 @@ class PgScope(Scope):
             return
         batch = self._rows(list(latest.values()))
         self.backend.rows_written += len(latest)
-        # one statement: the CTE reads the rows being replaced in the snapshot before the upsert
-        old = conn.execute(
-            f"WITH old AS (SELECT r.size, r.terms FROM {by_ids('size, terms')}), "
-            f"upsert AS ({INSERT}) SELECT size, terms FROM old",
-            {**self.key, **batch},
-        ).fetchall()
+        known = self.backend.known_rows(self._cache_key)
+        if known is not None and all(rid in known for rid in latest):
+            # the section read these rows already: the upsert is queued, no round trip of its own
+            old = [known[rid] for rid in latest if known[rid] is not None]
+            conn.execute(INSERT, {**self.key, **batch})
+        else:  # one statement: the CTE reads the rows being replaced in the snapshot before the upsert
+            old = conn.execute(
+                f"WITH old AS (SELECT r.size, r.terms FROM {by_ids('size, terms')}), "
+                f"upsert AS ({INSERT}) SELECT size, terms FROM old",
+                {**self.key, **batch},
+            ).fetchall()
+        if known is not None:
+            known.update(zip(batch["ids"], zip(batch["sizes"], batch["words"], strict=True), strict=True))
         delta = Delta(self.schema.name)
         for size, words in old:
             delta.remove(size, words)
@@ -307,6 +340,11 @@ def remove_rows(conn: Any, delete: str, params: dict[str, Any]) -> int:
 
 def apply_deltas(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta]) -> None:
     """Adjust mem_scopes, mem_terms and mem_usage of namespace `ns` (database name) by `deltas`."""
+    from psycopg import pq
+
+    if conn.info.pipeline_status != pq.PipelineStatus.OFF:  # a write section: queued with its other writes
+        _apply(conn, ns, deltas)
+        return
     with conn.pipeline():  # one round trip: no statement here needs another's result
         _apply(conn, ns, deltas)
 
