@@ -53,6 +53,15 @@ META = (
     "(SELECT value FROM mem_meta WHERE key = 'vector_index')"
 )
 DEADLOCK_RETRIES = 5
+# a WAL record of no meaning, in a transaction of its own: its synchronous commit flushes the WAL
+FLUSH = "SELECT pg_logical_emit_message(true, 'mem', '')"
+CAN_FLUSH = (  # whether this role may run FLUSH (a server may revoke it from PUBLIC)
+    "SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_proc "
+    "WHERE proname = 'pg_logical_emit_message' AND proargtypes[2] = 'text'::regtype"
+)
+# Whether a write section's COMMIT releases its locks before the WAL flush, the flush then
+# awaited by FLUSH before the write is acknowledged (see `lock`); False: a plain synchronous COMMIT
+EARLY_RELEASE = True
 # A namespace's counters, its records past their expiry at %(now)s, and the next expiry after it
 USAGE = (
     "SELECT coalesce((SELECT entries FROM mem_usage WHERE namespace = %(ns)s), "  # no row: a count
@@ -61,6 +70,8 @@ USAGE = (
     "count(*), coalesce(sum(size), 0), (SELECT min(expires_at) FROM mem_records WHERE namespace = %(ns)s "
     "AND expires_at > %(now)s) FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s"
 )
+# what a write section reads at its entry: the recorded embedder and the namespace's usage
+ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
 
@@ -94,6 +105,7 @@ class PostgresBackend(Backend):
         --read-only`) writes nothing, not even the tables, so it only checks they are there."""
         if not self.read_only:
             sch.ensure_schema(conn, self.url, self.database)
+            self.db.early_release = EARLY_RELEASE and conn.execute(CAN_FLUSH).fetchone()[0]
             return
         version = sch.read_version(conn)
         if version is None or sch.extension_version(conn) is None:
@@ -298,19 +310,29 @@ class PostgresBackend(Backend):
             return
 
         entered = clock.now()
+        early = self.db.early_release
 
         def enter(conn: Any) -> Any:  # sent with the BEGIN: one round trip
             conn.execute(
-                "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))"
+                + (", set_config('synchronous_commit', 'off', true)" if early else ""),  # see `durable` below
                 [*sch.EMBEDDER_LOCK, name],
             )
-            # statements of their own: snapshots taken after the locks
-            return conn.execute(META), conn.execute(USAGE, {"ns": name, "now": entered})
+            return conn.execute(ENTRY, {"ns": name, "now": entered})  # its own snapshot: after the locks
 
-        with self.db.transaction(enter) as (_, (meta, usage)):
-            self._take_meta(*meta.fetchone())
+        def durable(conn: Any) -> None:
+            """After the COMMIT, which released the locks without waiting for the disk: a
+            transaction of its own that writes a WAL record and commits synchronously (the
+            session's synchronous_commit is on). It returns once the WAL is flushed past its own
+            record, so past our commit's: the write is durable before `lock` exits and the
+            caller acknowledges it. Meanwhile the next writer of the namespace already runs."""
+            conn.execute(FLUSH)
+
+        with self.db.transaction(enter, durable if early else None) as (_, read):
+            row = read.fetchone()
+            self._take_meta(*row[:3])
             self._locked.names = {name}
-            self._locked.usage = (name, entered, *usage.fetchone())
+            self._locked.usage = (name, entered, *row[3:])
             self._locked.rows = {}
             try:
                 yield self

@@ -15,12 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import re
-import select
 import threading
-import time
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +27,6 @@ from ...errors import StoreUnavailable
 EXTRA = "pip install 'a2e-mem[postgres]'"
 CONNECT_TIMEOUT = 10  # seconds, unless the URL sets connect_timeout (libpq waits forever by default)
 POOL_MIN, POOL_MAX = 1, 4
-CHECK_IDLE = 1.0  # seconds a pooled connection may idle before it is checked (a round trip) again
 # Seconds a request of a server waits for a free connection of the pool. Statements take
 # milliseconds: a longer wait means the database is down or restarting, and a client told so
 # (retryable) soon can back off or tell its user, rather than hanging on each request.
@@ -157,8 +152,7 @@ class Database:
         self._single: Any = None
         self._single_lock = threading.RLock()
         self._local = threading.local()
-        self._last_used: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-        self._pool_class: Any = None
+        self.early_release = False  # see backend.EARLY_RELEASE (set on the first connection)
         self._kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
         for name in DRIVER_LOGGERS:  # the pool logs each failed reconnection, with libpq's message
             logging.getLogger(name).addFilter(self._scrub_record)
@@ -204,8 +198,6 @@ class Database:
         first.close()
         try:
             from psycopg_pool import ConnectionPool
-
-            self._pool_class = ConnectionPool
         except ImportError:
             raise StoreUnavailable(f"a postgresql:// store needs psycopg_pool: {EXTRA}") from None
         with self._setup:
@@ -216,27 +208,12 @@ class Database:
                     max_size=POOL_MAX,
                     kwargs=self._kwargs,
                     configure=self._prepare,
-                    check=self._check,  # a restarted server's dead connections are replaced
-                    reset=self._returned,
+                    check=ConnectionPool.check_connection,  # a restarted server's dead connections are replaced
                     timeout=POOL_WAIT,
                     name="mem",
                     open=True,
                 )
         return self._pool
-
-    def _returned(self, conn: Any) -> None:
-        """The pool's `reset`: when a connection came back from a request that used it."""
-        self._last_used[conn] = time.monotonic()
-
-    def _check(self, conn: Any) -> None:
-        """The pool's `check` before a connection is handed out: a round trip to the server when
-        the connection may be dead, none otherwise (a busy server then pays no extra round trip
-        per request). An idle connection has nothing to read: a server that ended it (a restart,
-        `pg_terminate_backend`) left its goodbye or the end of the stream on the socket, which a
-        poll sees at once. A connection idle more than CHECK_IDLE seconds is checked anyway."""
-        ended = bool(select.select([conn.fileno()], [], [], 0)[0])
-        if ended or time.monotonic() - self._last_used.get(conn, -math.inf) > CHECK_IDLE:
-            self._pool_class.check_connection(conn)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Any]:
@@ -266,7 +243,9 @@ class Database:
         return getattr(self._local, "conn", None) is not None
 
     @contextlib.contextmanager
-    def transaction(self, prelude: Callable[[Any], Any] | None = None) -> Iterator[Any]:
+    def transaction(
+        self, prelude: Callable[[Any], Any] | None = None, after_commit: Callable[[Any], Any] | None = None
+    ) -> Iterator[Any]:
         """A transaction made the thread's current one: committed when the block exits normally,
         rolled back when it raises. A nested call joins the outer transaction. `prelude(conn)`
         runs first, sent with the BEGIN in one round trip; the block gets (conn, what prelude
@@ -275,7 +254,9 @@ class Database:
         The whole transaction runs in pipeline mode: a statement whose result nobody fetches (the
         writes of `scope.append`) is queued and travels with the next read, or with the COMMIT,
         so a write section costs a round trip per read, not per statement. A queued statement
-        that fails raises at that next read or at the commit: the block then writes nothing."""
+        that fails raises at that next read or at the commit: the block then writes nothing.
+        `after_commit(conn)` queues statements that run after the COMMIT, in the same round trip
+        (outside the transaction: in autocommit); the block exits when they are done."""
         if self.in_transaction:
             yield self._local.conn, None
             return
@@ -303,14 +284,15 @@ class Database:
                     pipeline.__exit__(type(exc), exc, exc.__traceback__)
                 raise
             self._local.conn = None
-            try:
-                with self.errors():
-                    tx.__exit__(None, None, None)  # COMMIT, sent with the writes still queued
-                    pipeline.__exit__(None, None, None)
-            except BaseException as exc:
-                with contextlib.suppress(Exception):
+            with self.errors():
+                try:
+                    tx.__exit__(None, None, None)  # COMMIT, queued after the writes
+                    if after_commit is not None:
+                        after_commit(conn)
+                except BaseException as exc:
                     pipeline.__exit__(type(exc), exc, exc.__traceback__)
-                raise
+                    raise
+                pipeline.__exit__(None, None, None)  # the round trip: writes, COMMIT, after_commit
 
     def close(self) -> None:
         for name in DRIVER_LOGGERS:

@@ -350,49 +350,55 @@ def apply_deltas(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], D
 
 
 def _apply(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta]) -> None:
+    """One statement a scope (its statistics and terms; the last one the namespace's counters
+    too), and a DELETE of the terms no row holds any more where some were taken out."""
     entries = size = 0
-    for (kind, scope), delta in deltas.items():
-        key = {"ns": ns, "kind": kind, "scope": list(scope)}
-        values = {**key, "schema": delta.schema, "n": delta.n_docs, "len": delta.total_len, "bytes": delta.bytes}
-        conn.execute(
-            f"UPDATE mem_scopes SET n_docs = n_docs + %(n)s, total_len = total_len + %(len)s, "
-            f"bytes = bytes + %(bytes)s WHERE {KEY}",
-            values,
-        )
-        conn.execute(SCOPE_RECOUNT, values)
-        changed = {t: n for t, n in delta.df.items() if n}
-        if changed:
-            conn.execute(
-                "INSERT INTO mem_terms (namespace, kind, scope, term, df) "
-                "SELECT %(ns)s, %(kind)s, %(scope)s::text[], t, d FROM unnest(%(terms)s::text[], %(dfs)s::int[]) "
-                "AS u(t, d) ON CONFLICT (namespace, kind, scope, term) DO UPDATE SET df = mem_terms.df + EXCLUDED.df",
-                {**key, "terms": list(changed), "dfs": list(changed.values())},
-            )
-            gone = [t for t, n in changed.items() if n < 0]
-            if gone:
-                conn.execute(
-                    f"DELETE FROM mem_terms WHERE {KEY} AND term = ANY(%(terms)s::text[]) AND df <= 0",
-                    {**key, "terms": gone},
-                )
+    items = list(deltas.items())
+    for number, ((kind, scope), delta) in enumerate(items):
         entries += delta.n_docs
         size += delta.bytes
-    values = {"ns": ns, "n": entries, "bytes": size}
-    conn.execute(
-        "UPDATE mem_usage SET entries = entries + %(n)s, bytes = bytes + %(bytes)s WHERE namespace = %(ns)s", values
-    )
-    conn.execute(USAGE_RECOUNT, values)
+        changed = {t: n for t, n in delta.df.items() if n}
+        values = {
+            "ns": ns, "kind": kind, "scope": list(scope), "schema": delta.schema, "n": delta.n_docs,
+            "len": delta.total_len, "bytes": delta.bytes, "terms": list(changed), "dfs": list(changed.values()),
+        }  # fmt: skip
+        last = number == len(items) - 1
+        if last:
+            values |= {"entries": entries, "size": size}
+        conn.execute(STATISTICS + (USAGE_PART if last else "") + "SELECT 1", values)
+        gone = [t for t, n in changed.items() if n < 0]
+        if gone:
+            conn.execute(
+                f"DELETE FROM mem_terms WHERE {KEY} AND term = ANY(%(terms)s::text[]) AND df <= 0",
+                {**values, "terms": gone},
+            )
 
 
 # A missing statistics row (the first write, or one deleted by hand) is made from a count of the
-# rows, this write's included: adding the write's delta to nothing would count the write alone
-# (and lift `max_entries`). WHERE's NOT EXISTS, checked once, spares the count when the row
-# exists; HAVING's drops the one row an aggregate gives even then.
-SCOPE_RECOUNT = f"""INSERT INTO mem_scopes (namespace, kind, scope, schema, n_docs, total_len, bytes)
-SELECT %(ns)s, %(kind)s, %(scope)s::text[], %(schema)s, count(*), coalesce(sum(cardinality(terms)), 0),
-       coalesce(sum(size), 0)
-FROM mem_records WHERE {KEY} AND NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})
-HAVING NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})"""
-USAGE_RECOUNT = """INSERT INTO mem_usage (namespace, entries, bytes)
-SELECT %(ns)s, count(*), coalesce(sum(size), 0)
-FROM mem_records WHERE namespace = %(ns)s AND NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s)
-HAVING NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s)"""
+# rows, this write's included (written by an earlier statement): adding the write's delta to
+# nothing would count the write alone (and lift `max_entries`). Every part of the statement sees
+# the snapshot of its start, so the INSERT's NOT EXISTS sees the row the UPDATE found, if any: one
+# of the two acts. WHERE's NOT EXISTS, checked once, spares the count when the row exists;
+# HAVING's drops the one row an aggregate gives even then.
+STATISTICS = f"""WITH scope_delta AS (
+    UPDATE mem_scopes SET n_docs = n_docs + %(n)s, total_len = total_len + %(len)s, bytes = bytes + %(bytes)s
+    WHERE {KEY}),
+scope_recount AS (
+    INSERT INTO mem_scopes (namespace, kind, scope, schema, n_docs, total_len, bytes)
+    SELECT %(ns)s, %(kind)s, %(scope)s::text[], %(schema)s, count(*), coalesce(sum(cardinality(terms)), 0),
+           coalesce(sum(size), 0)
+    FROM mem_records WHERE {KEY} AND NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})
+    HAVING NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})),
+term_delta AS (
+    INSERT INTO mem_terms (namespace, kind, scope, term, df)
+    SELECT %(ns)s, %(kind)s, %(scope)s::text[], t, d FROM unnest(%(terms)s::text[], %(dfs)s::int[]) AS u(t, d)
+    ON CONFLICT (namespace, kind, scope, term) DO UPDATE SET df = mem_terms.df + EXCLUDED.df)
+"""
+USAGE_PART = """, usage_delta AS (
+    UPDATE mem_usage SET entries = entries + %(entries)s, bytes = bytes + %(size)s WHERE namespace = %(ns)s),
+usage_recount AS (
+    INSERT INTO mem_usage (namespace, entries, bytes)
+    SELECT %(ns)s, count(*), coalesce(sum(size), 0)
+    FROM mem_records WHERE namespace = %(ns)s AND NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s)
+    HAVING NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s))
+"""
