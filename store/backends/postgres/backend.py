@@ -317,8 +317,9 @@ class PostgresBackend(Backend):
                 "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))"
                 + (", set_config('synchronous_commit', 'off', true)" if early else ""),  # see `durable` below
                 [*sch.EMBEDDER_LOCK, name],
+                prepare=True,
             )
-            return conn.execute(ENTRY, {"ns": name, "now": entered})  # its own snapshot: after the locks
+            return conn.execute(ENTRY, {"ns": name, "now": entered}, prepare=True)  # its own snapshot: after the locks
 
         def durable(conn: Any) -> None:
             """After the COMMIT, which released the locks without waiting for the disk: a
@@ -326,7 +327,7 @@ class PostgresBackend(Backend):
             session's synchronous_commit is on). It returns once the WAL is flushed past its own
             record, so past our commit's: the write is durable before `lock` exits and the
             caller acknowledges it. Meanwhile the next writer of the namespace already runs."""
-            conn.execute(FLUSH)
+            conn.execute(FLUSH, prepare=True)
 
         with self.db.transaction(enter, durable if early else None) as (_, read):
             row = read.fetchone()

@@ -27,6 +27,11 @@ from ...errors import StoreUnavailable
 EXTRA = "pip install 'a2e-mem[postgres]'"
 CONNECT_TIMEOUT = 10  # seconds, unless the URL sets connect_timeout (libpq waits forever by default)
 POOL_MIN, POOL_MAX = 1, 4
+# psycopg prepares a statement run this many times on a connection: never, in effect. The write
+# path's statements, always the same text, ask for it (`execute(..., prepare=True)`): parsing and
+# planning them was most of a write's server time. Other statements (searches, whose best plan
+# depends on their values) are planned afresh each time.
+PREPARE_ASKED_ONLY = 1 << 30
 # Seconds a request of a server waits for a free connection of the pool. Statements take
 # milliseconds: a longer wait means the database is down or restarting, and a client told so
 # (retryable) soon can back off or tell its user, rather than hanging on each request.
@@ -153,7 +158,8 @@ class Database:
         self._single_lock = threading.RLock()
         self._local = threading.local()
         self.early_release = False  # see backend.EARLY_RELEASE (set on the first connection)
-        self._kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+        # only the statements run with `prepare=True` are prepared (see PREPARE_ASKED_ONLY)
+        self._kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": PREPARE_ASKED_ONLY}
         for name in DRIVER_LOGGERS:  # the pool logs each failed reconnection, with libpq's message
             logging.getLogger(name).addFilter(self._scrub_record)
         if "connect_timeout" not in url:

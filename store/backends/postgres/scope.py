@@ -130,10 +130,8 @@ class PgScope(Scope):
     def _get_noting(self, rids: list[str], now: float, known: dict) -> dict[str, Doc]:
         """`get_many` in a write section: the live records, and in `known` the size and terms of
         each row, expired or not (what a write replacing it takes out of the statistics)."""
-        rows = self._run(
-            f"SELECT r.id, r.raw, r.size, r.terms, r.expires_at FROM {by_ids('id, raw, size, terms, expires_at')}",
-            {"ids": list(rids)},
-        )
+        with self.backend.db.connection() as conn:
+            rows = conn.execute(NOTING, {**self.key, "ids": list(rids)}, prepare=True).fetchall()
         known.update(dict.fromkeys(rids))
         found = {}
         for rid, raw, size, words, expires in rows:
@@ -222,7 +220,7 @@ class PgScope(Scope):
         if known is not None and all(rid in known for rid in latest):
             # the section read these rows already: the upsert is queued, no round trip of its own
             old = [known[rid] for rid in latest if known[rid] is not None]
-            conn.execute(INSERT, {**self.key, **batch})
+            conn.execute(INSERT, {**self.key, **batch}, prepare=True)
         else:  # one statement: the CTE reads the rows being replaced in the snapshot before the upsert
             old = conn.execute(
                 f"WITH old AS (SELECT r.size, r.terms FROM {by_ids('size, terms')}), "
@@ -287,6 +285,7 @@ class PgScope(Scope):
         return f"PgScope({user_name(self.key['ns'])!r}, {self.key['kind']!r}, {self.key['scope']!r})"
 
 
+NOTING = f"SELECT r.id, r.raw, r.size, r.terms, r.expires_at FROM {by_ids('id, raw, size, terms, expires_at')}"
 # doc: the jsonb copy cannot hold NUL characters (the raw text keeps them, escaped)
 INSERT = """INSERT INTO mem_records
     (namespace, kind, scope, id, doc, raw, size, vec, terms, tags, score, updated_at, expires_at)
@@ -365,7 +364,7 @@ def _apply(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta])
         last = number == len(items) - 1
         if last:
             values |= {"entries": entries, "size": size}
-        conn.execute(STATISTICS + (USAGE_PART if last else "") + "SELECT 1", values)
+        conn.execute(STATISTICS + (USAGE_PART if last else "") + "SELECT 1", values, prepare=True)
         gone = [t for t, n in changed.items() if n < 0]
         if gone:
             conn.execute(
