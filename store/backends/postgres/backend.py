@@ -6,8 +6,10 @@ thread (every `Scope` read and write of the block runs in it) and takes, in one 
     pg_advisory_xact_lock_shared(EMBEDDER_LOCK)      no reindex runs while a writer does
     pg_advisory_xact_lock(hashtextextended(ns, 0))   no other writer of the namespace runs
 
-then reads the recorded embedder in a second statement of the same pipeline (a new snapshot:
-it sees a reindex that committed while we waited). The block commits when it exits normally
+then reads the recorded embedder and the namespace's usage (`ENTRY`) in a second statement of
+the same pipeline (a new snapshot: it sees a reindex that committed while we waited). The whole
+transaction is one pipeline (`connection.Database.transaction`): its reads are its only round
+trips, its writes travel with the COMMIT. The block commits when it exits normally
 and rolls back when it raises; a nested lock (of the same or another namespace) joins the outer
 transaction and takes that namespace's advisory lock too. The transaction is READ COMMITTED:
 the advisory lock is what makes a read-modify-write atomic, so no serialization failure can
@@ -15,6 +17,18 @@ happen inside a block. A deadlock (two processes nesting locks of two namespaces
 orders, which the operations never do) is detected by PostgreSQL and fails one request with a
 retryable error: a block is the operations' Python code, so it cannot be replayed transparently.
 The maintenance transactions of this backend retry themselves (`retrying`).
+
+Early release (`EARLY_RELEASE`). The COMMIT of a write section does not wait for the WAL flush
+(`synchronous_commit` off for that transaction), so its locks go to the next writer at once;
+the same round trip then runs FLUSH, a transaction of its own that writes a WAL record and
+commits synchronously, so returns once the WAL is flushed past our commit. `lock` exits (and
+the operation acknowledges the write) only then: an acknowledged write is durable, as with a
+synchronous COMMIT, and the flushes of concurrent writers are one `fsync`. What changes: between
+the two commits (a flush, about a millisecond) other sessions can read the write before it is
+durable; a server crash then loses it, and its writer, never answered, was not told it was
+stored. A later write that read it (a replacement, the statistics) is later in the WAL, so it
+is lost with it: the store stays consistent. Write sections read what they need from the usage
+read at their entry and from the rows they read (`known_rows`), exact under the lock.
 
 The embedder. It is recorded in `mem_meta` by the first write that embeds (like store.json in
 the files backend). A process notices that another one changed it (`mem reindex --embedder`)

@@ -2,10 +2,13 @@
 
 A write (`append`) runs in the caller's write section (see `backend.py`): a batch of puts is one
 `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO UPDATE` (no statement per record: a bulk
-import is a few statements per thousand records), after one `SELECT` of the rows it replaces, whose
-sizes and terms adjust, in the same transaction, the scope's BM25 statistics (`mem_scopes`,
-`mem_terms`) and the namespace's counters (`mem_usage`). A delete is `DELETE ... RETURNING`, the
-statistics adjusted from what it returns.
+import is a few statements per thousand records). The sizes and terms of the rows it replaces
+adjust, in the same transaction and one statement, the scope's BM25 statistics (`mem_scopes`,
+`mem_terms`) and the namespace's counters (`mem_usage`). They come from the section's own read
+of those rows when it made one (`get_many` in a write section notes them: an operation reads
+the records it replaces), so the writes need no result and are queued for the COMMIT's round
+trip; otherwise from a CTE of the upsert that reads them first. A delete is
+`DELETE ... RETURNING`, the statistics adjusted from what it returns.
 
 Statistics count every row in the table, expired rows included until a purge (`mem gc`)
 removes them, as the files backend counts a checkpoint's rows until the next checkpoint.
