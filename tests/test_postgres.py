@@ -15,15 +15,15 @@ import orjson
 import psycopg
 import pytest
 
-from store import clock
-from store.backends import open_backend
-from store.backends.base import SYSTEM, Filters
-from store.backends.postgres import open_postgres
-from store.backends.postgres import schema as sch
-from store.backends.postgres import search as pg_search
-from store.embed import encode_vectors, get_embedder
-from store.errors import InvalidInput, NotFound, StoreUnavailable
-from store.schemas import SCHEMAS
+from a2e_mem import clock
+from a2e_mem.backends import open_backend
+from a2e_mem.backends.base import SYSTEM, Filters
+from a2e_mem.backends.postgres import open_postgres
+from a2e_mem.backends.postgres import schema as sch
+from a2e_mem.backends.postgres import search as pg_search
+from a2e_mem.embed import encode_vectors, get_embedder
+from a2e_mem.errors import InvalidInput, NotFound, StoreUnavailable
+from a2e_mem.schemas import SCHEMAS
 from tests.pg import pg_server, pg_url, with_user  # noqa: F401
 
 PASSWORD = "s3cret-Pa55word"
@@ -243,7 +243,7 @@ def test_a_block_that_raises_writes_nothing_and_nested_locks_join(db):
 
 
 def test_read_only_refuses_the_lock(db):
-    from store.errors import Unauthorized
+    from a2e_mem.errors import Unauthorized
 
     db.read_only = True
     with pytest.raises(Unauthorized), db.lock("ns"):
@@ -302,7 +302,7 @@ def test_get_many_docs_order_and_usage(db):
 
 
 def test_docs_pages_through_a_large_scope(db, monkeypatch):
-    from store.backends.postgres import scope as pg_scope
+    from a2e_mem.backends.postgres import scope as pg_scope
 
     monkeypatch.setattr(pg_scope, "PAGE", 7)
     target = put(db, "ns", "kv", [{"id": f"{i:03d}"} for i in range(30)], schema="records")
@@ -335,8 +335,8 @@ def test_search_contract_and_parity_with_the_files_backend(db):
     assert sorted(ids(full)) == sorted(d["id"] for d in docs)
 
     # the files db, given the same records, ranks them with the same relevance
-    from store.backends.files.search import Filters as FileFilters
-    from store.backends.files.search import search as files_search
+    from a2e_mem.backends.files.search import Filters as FileFilters
+    from a2e_mem.backends.files.search import search as files_search
 
     shard = db.memory_scope("entries")
     shard.append({"op": "put", "recs": recs(db, "entries", docs)})
@@ -573,7 +573,7 @@ def test_the_vector_column_and_its_index_come_with_the_first_vectors(db, pg_url)
 
 
 def test_sql_bm25_leaders_rank_as_the_python_formula(db):
-    from store.lexical import idf
+    from a2e_mem.lexical import idf
 
     docs = [entry(f"e{i}", text) for i, text in enumerate(TEXTS * 3)]
     docs = [{**d, "id": f"e{i}", "key": {"k": i}} for i, d in enumerate(docs)]
@@ -603,7 +603,7 @@ def test_sql_bm25_leaders_rank_as_the_python_formula(db):
 
 
 def test_a_one_shot_command_has_the_index_built_when_it_closes(pg_url, monkeypatch):
-    from store.backends.postgres import backend as pg_backend
+    from a2e_mem.backends.postgres import backend as pg_backend
 
     monkeypatch.setattr(pg_backend, "BUILD_MIN", 5)
     store = open_postgres(pg_url, "hash")
@@ -624,7 +624,7 @@ def test_a_one_shot_command_has_the_index_built_when_it_closes(pg_url, monkeypat
 
 
 def test_writers_during_a_reindex_end_with_vectors_of_the_new_dimension(pg_url, tmp_path, monkeypatch):
-    from store.service import MemoryService
+    from a2e_mem.service import MemoryService
 
     monkeypatch.delenv("MEM_EMBEDDER")
     first = MemoryService(tmp_path / "a", embedder="hash", store=pg_url)

@@ -509,14 +509,14 @@ def check_namespace(namespace: Any) -> None:
 
 
 def spawn_build(url: str) -> None:
-    """Start `python -m store.backends.postgres.build` detached. The URL goes in the child's
+    """Start `python -m a2e_mem.backends.postgres.build` detached. The URL goes in the child's
     environment, not its command line, where `ps` would show a password."""
     import subprocess
     import sys
     from pathlib import Path
 
     subprocess.Popen(
-        [sys.executable, "-m", "store.backends.postgres.build"],
+        [sys.executable, "-m", "a2e_mem.backends.postgres.build"],
         env={**os.environ, "MEM_STORE": url},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
