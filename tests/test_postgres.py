@@ -6,6 +6,7 @@ search, TTL, and upkeep."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -446,6 +447,57 @@ def test_a_write_after_a_deleted_statistics_row_counts_the_table(db, pg_url):
     assert admin_sql(pg_url, "SELECT n_docs FROM mem_scopes") == [(3,)]
     assert admin_sql(pg_url, "SELECT entries FROM mem_usage") == [(3,)]
     assert db.doctor() == []
+
+
+def test_a_write_section_that_read_its_rows_keeps_the_statistics_exact(db):
+    """A write replacing rows the section read (`get_many`) takes their statistics from that
+    read, without reading them again: expired rows, missing ones, rows written twice."""
+    now = clock.now()
+    target = put(db, "ns", "semantic", [entry("a", TEXTS[0], expires_at=now + 5), entry("b", TEXTS[1])])
+    clock.set_offset(10)
+    later = clock.now()
+    with db.lock("ns"):
+        assert sorted(target.get_many(["a", "b", "c"], later)) == ["b"]  # "a" expired, "c" missing
+        target.append({"op": "put", "recs": recs(db, "entries", [entry("a", TEXTS[2]), entry("c", TEXTS[3])])})
+        target.append({"op": "put", "recs": recs(db, "entries", [entry("c", TEXTS[4]), entry("b", TEXTS[5])])})
+        target.append({"op": "del", "ids": ["b"]})
+        target.append({"op": "put", "recs": recs(db, "entries", [entry("b", TEXTS[0])])})
+    assert db.doctor() == []
+    assert db.usage("ns", later) == target.usage(later) and db.usage("ns", later)[0] == 3
+
+
+def test_the_usage_read_at_a_write_sections_entry_stays_exact(db):
+    now = clock.now()
+    put(db, "ns", "kv", [{"id": "a", "expires_at": now + 5}, {"id": "b"}], schema="records")
+    other = put(db, "ns", "todo", [], schema="records")
+    with db.lock("ns"):
+        assert db.usage("ns", clock.now())[0] == 2
+        clock.set_offset(10)  # "a" expires within the section: the figure read at its entry no longer holds
+        assert db.usage("ns", clock.now())[0] == 1
+        other.append({"op": "put", "recs": recs(db, "records", [{"id": "t"}])})
+        assert db.usage("ns", clock.now())[0] == 2  # the section's own write counts
+    assert db.usage("ns", clock.now())[0] == 2
+
+
+def test_a_role_that_may_not_run_the_flush_commits_synchronously(db, pg_url):
+    """The early release of a write section's locks needs pg_logical_emit_message (see
+    backend.py); where it is revoked, writes commit synchronously and work all the same."""
+    role = f"mem_no_flush_{os.urandom(4).hex()}"
+    put(db, "ns", "kv", [{"id": "a"}], schema="records")  # the owner's: tables, embedder
+    admin_sql(pg_url, "REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC")
+    admin_sql(pg_url, f'CREATE ROLE "{role}" LOGIN')
+    try:
+        admin_sql(pg_url, f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "{role}"')
+        admin_sql(pg_url, f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+        limited = open_postgres(with_user(pg_url, role, None), "hash")
+        put(limited, "ns", "kv", [{"id": "b"}], schema="records")
+        assert db.db.early_release and not limited.db.early_release
+        assert sorted(d["id"] for d in limited.scope("ns", "kv").docs(clock.now())) == ["a", "b"]
+        limited.close()
+        assert db.doctor() == []
+    finally:
+        admin_sql(pg_url, f'DROP OWNED BY "{role}"')
+        admin_sql(pg_url, f'DROP ROLE "{role}"')
 
 
 def test_doctor_reports_an_unreachable_store_as_a_finding():

@@ -6,8 +6,10 @@ thread (every `Scope` read and write of the block runs in it) and takes, in one 
     pg_advisory_xact_lock_shared(EMBEDDER_LOCK)      no reindex runs while a writer does
     pg_advisory_xact_lock(hashtextextended(ns, 0))   no other writer of the namespace runs
 
-then reads the recorded embedder in a second statement of the same pipeline (a new snapshot:
-it sees a reindex that committed while we waited). The block commits when it exits normally
+then reads the recorded embedder and the namespace's usage (`ENTRY`) in a second statement of
+the same pipeline (a new snapshot: it sees a reindex that committed while we waited). The whole
+transaction is one pipeline (`connection.Database.transaction`): its reads are its only round
+trips, its writes travel with the COMMIT. The block commits when it exits normally
 and rolls back when it raises; a nested lock (of the same or another namespace) joins the outer
 transaction and takes that namespace's advisory lock too. The transaction is READ COMMITTED:
 the advisory lock is what makes a read-modify-write atomic, so no serialization failure can
@@ -15,6 +17,18 @@ happen inside a block. A deadlock (two processes nesting locks of two namespaces
 orders, which the operations never do) is detected by PostgreSQL and fails one request with a
 retryable error: a block is the operations' Python code, so it cannot be replayed transparently.
 The maintenance transactions of this backend retry themselves (`retrying`).
+
+Early release (`EARLY_RELEASE`). The COMMIT of a write section does not wait for the WAL flush
+(`synchronous_commit` off for that transaction), so its locks go to the next writer at once;
+the same round trip then runs FLUSH, a transaction of its own that writes a WAL record and
+commits synchronously, so returns once the WAL is flushed past our commit. `lock` exits (and
+the operation acknowledges the write) only then: an acknowledged write is durable, as with a
+synchronous COMMIT, and the flushes of concurrent writers are one `fsync`. What changes: between
+the two commits (a flush, about a millisecond) other sessions can read the write before it is
+durable; a server crash then loses it, and its writer, never answered, was not told it was
+stored. A later write that read it (a replacement, the statistics) is later in the WAL, so it
+is lost with it: the store stays consistent. Write sections read what they need from the usage
+read at their entry and from the rows they read (`known_rows`), exact under the lock.
 
 The embedder. It is recorded in `mem_meta` by the first write that embeds (like store.json in
 the files backend). A process notices that another one changed it (`mem reindex --embedder`)
@@ -53,6 +67,25 @@ META = (
     "(SELECT value FROM mem_meta WHERE key = 'vector_index')"
 )
 DEADLOCK_RETRIES = 5
+# a WAL record of no meaning, in a transaction of its own: its synchronous commit flushes the WAL
+FLUSH = "SELECT pg_logical_emit_message(true, 'mem', '')"
+CAN_FLUSH = (  # whether this role may run FLUSH (a server may revoke it from PUBLIC)
+    "SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_proc "
+    "WHERE proname = 'pg_logical_emit_message' AND proargtypes[2] = 'text'::regtype"
+)
+# Whether a write section's COMMIT releases its locks before the WAL flush, the flush then
+# awaited by FLUSH before the write is acknowledged (see `lock`); False: a plain synchronous COMMIT
+EARLY_RELEASE = True
+# A namespace's counters, its records past their expiry at %(now)s, and the next expiry after it
+USAGE = (
+    "SELECT coalesce((SELECT entries FROM mem_usage WHERE namespace = %(ns)s), "  # no row: a count
+    "(SELECT count(*) FROM mem_records WHERE namespace = %(ns)s)), coalesce((SELECT bytes FROM mem_usage "
+    "WHERE namespace = %(ns)s), (SELECT sum(size) FROM mem_records WHERE namespace = %(ns)s), 0), "
+    "count(*), coalesce(sum(size), 0), (SELECT min(expires_at) FROM mem_records WHERE namespace = %(ns)s "
+    "AND expires_at > %(now)s) FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s"
+)
+# what a write section reads at its entry: the recorded embedder and the namespace's usage
+ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
 
@@ -86,6 +119,7 @@ class PostgresBackend(Backend):
         --read-only`) writes nothing, not even the tables, so it only checks they are there."""
         if not self.read_only:
             sch.ensure_schema(conn, self.url, self.database)
+            self.db.early_release = EARLY_RELEASE and conn.execute(CAN_FLUSH).fetchone()[0]
             return
         version = sch.read_version(conn)
         if version is None or sch.extension_version(conn) is None:
@@ -289,20 +323,47 @@ class PostgresBackend(Backend):
             yield self
             return
 
+        entered = clock.now()
+        early = self.db.early_release
+
         def enter(conn: Any) -> Any:  # sent with the BEGIN: one round trip
             conn.execute(
-                "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0))"
+                + (", set_config('synchronous_commit', 'off', true)" if early else ""),  # see `durable` below
                 [*sch.EMBEDDER_LOCK, name],
+                prepare=True,
             )
-            return conn.execute(META)  # a statement of its own: a snapshot taken after the locks
+            return conn.execute(ENTRY, {"ns": name, "now": entered}, prepare=True)  # its own snapshot: after the locks
 
-        with self.db.transaction(enter) as (_, meta):
-            self._take_meta(*meta.fetchone())
+        def durable(conn: Any) -> None:
+            """After the COMMIT, which released the locks without waiting for the disk: a
+            transaction of its own that writes a WAL record and commits synchronously (the
+            session's synchronous_commit is on). It returns once the WAL is flushed past its own
+            record, so past our commit's: the write is durable before `lock` exits and the
+            caller acknowledges it. Meanwhile the next writer of the namespace already runs."""
+            conn.execute(FLUSH, prepare=True)
+
+        with self.db.transaction(enter, durable if early else None) as (_, read):
+            row = read.fetchone()
+            self._take_meta(*row[:3])
             self._locked.names = {name}
+            self._locked.usage = (name, entered, *row[3:])
+            self._locked.rows = {}
             try:
                 yield self
             finally:
-                self._locked.names = None
+                self._locked.names = self._locked.usage = self._locked.rows = None
+
+    def written(self) -> None:
+        """The write section wrote: what it read at its entry (the namespace's usage) is stale."""
+        self._locked.usage = None
+
+    def known_rows(self, key: tuple) -> dict[str, tuple[int, list[str]] | None] | None:
+        """In a write section, what its reads found of scope `key` (namespace, kind, scope): id ->
+        (size, terms) of the row, expired or not, or None for no row. The namespace's lock keeps
+        it true until the section writes, which keeps it up to date (`PgScope.append`)."""
+        rows = getattr(self._locked, "rows", None)
+        return None if rows is None else rows.setdefault(key, {})
 
     def after_write(self, scope: Scope) -> None:
         """A write that embedded gives the vector column its dimension (once); a server builds
@@ -329,22 +390,25 @@ class PostgresBackend(Backend):
         return scopes_of(self, namespace)
 
     def usage(self, namespace: str, now: float) -> tuple[int, int]:
-        """The live counters minus the records past their expiry that no purge removed yet."""
+        """The live counters minus the records past their expiry that no purge removed yet. In a
+        write section that has not written yet, the figures its entry read, while they still
+        hold: no record of the namespace expired between that entry and `now`."""
+        ns = sch.db_name(namespace)
+        cached = getattr(self._locked, "usage", None)
+        if cached is not None and cached[0] == ns:
+            _, entered, entries, size, gone, gone_size, next_expiry = cached
+            if entered <= now and (next_expiry is None or now < next_expiry):
+                return int(entries) - int(gone), int(size) - int(gone_size)
         with self.db.connection() as conn:
-            row = conn.execute(
-                "SELECT coalesce((SELECT entries FROM mem_usage WHERE namespace = %(ns)s), "  # no row: a count
-                "(SELECT count(*) FROM mem_records WHERE namespace = %(ns)s)), coalesce((SELECT bytes FROM mem_usage "
-                "WHERE namespace = %(ns)s), (SELECT sum(size) FROM mem_records WHERE namespace = %(ns)s), 0), "
-                "count(*), "
-                "coalesce(sum(size), 0) FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s",
-                {"ns": sch.db_name(namespace), "now": now},
-            ).fetchone()
+            row = conn.execute(USAGE, {"ns": ns, "now": now}).fetchone()
         return int(row[0]) - int(row[2]), int(row[1]) - int(row[3])
 
     def drop_scope(self, namespace: str, kind: str, *scope: str) -> None:
         from .scope import remove_rows
 
         with self.lock(namespace), self.db.connection() as conn:
+            self.written()
+            self._locked.rows = {}
             key = {"ns": sch.db_name(namespace), "kind": kind, "scope": list(scope)}
             remove_rows(
                 conn,

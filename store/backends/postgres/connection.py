@@ -27,6 +27,11 @@ from ...errors import StoreUnavailable
 EXTRA = "pip install 'a2e-mem[postgres]'"
 CONNECT_TIMEOUT = 10  # seconds, unless the URL sets connect_timeout (libpq waits forever by default)
 POOL_MIN, POOL_MAX = 1, 4
+# psycopg prepares a statement run this many times on a connection: never, in effect. The write
+# path's statements, always the same text, ask for it (`execute(..., prepare=True)`): parsing and
+# planning them was most of a write's server time. Other statements (searches, whose best plan
+# depends on their values) are planned afresh each time.
+PREPARE_ASKED_ONLY = 1 << 30
 # Seconds a request of a server waits for a free connection of the pool. Statements take
 # milliseconds: a longer wait means the database is down or restarting, and a client told so
 # (retryable) soon can back off or tell its user, rather than hanging on each request.
@@ -152,7 +157,9 @@ class Database:
         self._single: Any = None
         self._single_lock = threading.RLock()
         self._local = threading.local()
-        self._kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+        self.early_release = False  # see backend.EARLY_RELEASE (set on the first connection)
+        # only the statements run with `prepare=True` are prepared (see PREPARE_ASKED_ONLY)
+        self._kwargs: dict[str, Any] = {"autocommit": True, "prepare_threshold": PREPARE_ASKED_ONLY}
         for name in DRIVER_LOGGERS:  # the pool logs each failed reconnection, with libpq's message
             logging.getLogger(name).addFilter(self._scrub_record)
         if "connect_timeout" not in url:
@@ -242,24 +249,36 @@ class Database:
         return getattr(self._local, "conn", None) is not None
 
     @contextlib.contextmanager
-    def transaction(self, prelude: Callable[[Any], Any] | None = None) -> Iterator[Any]:
+    def transaction(
+        self, prelude: Callable[[Any], Any] | None = None, after_commit: Callable[[Any], Any] | None = None
+    ) -> Iterator[Any]:
         """A transaction made the thread's current one: committed when the block exits normally,
         rolled back when it raises. A nested call joins the outer transaction. `prelude(conn)`
-        runs first, sent with the BEGIN in one round trip (a pipeline); the block gets
-        (conn, what prelude returned)."""
+        runs first, sent with the BEGIN in one round trip; the block gets (conn, what prelude
+        returned).
+
+        The whole transaction runs in pipeline mode: a statement whose result nobody fetches (the
+        writes of `scope.append`) is queued and travels with the next read, or with the COMMIT,
+        so a write section costs a round trip per read, not per statement. A queued statement
+        that fails raises at that next read or at the commit: the block then writes nothing.
+        `after_commit(conn)` queues statements that run after the COMMIT, in the same round trip
+        (outside the transaction: in autocommit); the block exits when they are done."""
         if self.in_transaction:
             yield self._local.conn, None
             return
         with self.connection() as conn:
+            pipeline = conn.pipeline()
             tx = conn.transaction()
             first = None
             with self.errors():
-                if prelude is None:
+                pipeline.__enter__()
+                try:
                     tx.__enter__()
-                else:
-                    with conn.pipeline():
-                        tx.__enter__()
-                        first = prelude(conn)
+                    first = prelude(conn) if prelude is not None else None
+                except BaseException as exc:
+                    with contextlib.suppress(Exception):
+                        pipeline.__exit__(type(exc), exc, exc.__traceback__)
+                    raise
             self._local.conn = conn
             try:
                 yield conn, first
@@ -267,10 +286,19 @@ class Database:
                 self._local.conn = None
                 with contextlib.suppress(Exception):
                     tx.__exit__(type(exc), exc, exc.__traceback__)
+                with contextlib.suppress(Exception):
+                    pipeline.__exit__(type(exc), exc, exc.__traceback__)
                 raise
             self._local.conn = None
             with self.errors():
-                tx.__exit__(None, None, None)
+                try:
+                    tx.__exit__(None, None, None)  # COMMIT, queued after the writes
+                    if after_commit is not None:
+                        after_commit(conn)
+                except BaseException as exc:
+                    pipeline.__exit__(type(exc), exc, exc.__traceback__)
+                    raise
+                pipeline.__exit__(None, None, None)  # the round trip: writes, COMMIT, after_commit
 
     def close(self) -> None:
         for name in DRIVER_LOGGERS:

@@ -2,10 +2,13 @@
 
 A write (`append`) runs in the caller's write section (see `backend.py`): a batch of puts is one
 `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO UPDATE` (no statement per record: a bulk
-import is a few statements per thousand records), after one `SELECT` of the rows it replaces, whose
-sizes and terms adjust, in the same transaction, the scope's BM25 statistics (`mem_scopes`,
-`mem_terms`) and the namespace's counters (`mem_usage`). A delete is `DELETE ... RETURNING`, the
-statistics adjusted from what it returns.
+import is a few statements per thousand records). The sizes and terms of the rows it replaces
+adjust, in the same transaction and one statement, the scope's BM25 statistics (`mem_scopes`,
+`mem_terms`) and the namespace's counters (`mem_usage`). They come from the section's own read
+of those rows when it made one (`get_many` in a write section notes them: an operation reads
+the records it replaces), so the writes need no result and are queued for the COMMIT's round
+trip; otherwise from a CTE of the upsert that reads them first. A delete is
+`DELETE ... RETURNING`, the statistics adjusted from what it returns.
 
 Statistics count every row in the table, expired rows included until a purge (`mem gc`)
 removes them, as the files backend counts a checkpoint's rows until the next checkpoint.
@@ -43,7 +46,7 @@ def by_ids(columns: str) -> str:
     all of its columns is one row to the planner, with or without table statistics (with
     `id = ANY(...)`, a table never analysed, just after a bulk import, was scanned whole)."""
     return (
-        "unnest(%(ids)s::text[]) AS u(id) CROSS JOIN LATERAL "
+        "unnest(%(ids)b::text[]) AS u(id) CROSS JOIN LATERAL "
         f"(SELECT {columns} FROM mem_records WHERE {KEY} AND id = u.id) AS r"
     )
 
@@ -118,12 +121,32 @@ class PgScope(Scope):
         rids = [rid for rid in rids if "\x00" not in rid]  # as in `get`
         if not rids:
             return {}
+        known = self.backend.known_rows(self._cache_key)
+        if known is not None:  # a write section: note what the rows hold, for the write to come
+            return self._get_noting(rids, now, known)
         rows = self._run(
             f"SELECT r.id, r.raw FROM {by_ids('id, raw, expires_at')} WHERE {LIVE}",
             {"ids": list(rids), "now": now},
         )
         found = {rid: self._readable(rid, raw) for rid, raw in rows}
         return {rid: doc for rid, doc in found.items() if doc is not None}
+
+    def _get_noting(self, rids: list[str], now: float, known: dict) -> dict[str, Doc]:
+        """`get_many` in a write section: the live records, and in `known` the size and terms of
+        each row, expired or not (what a write replacing it takes out of the statistics)."""
+        with self.backend.db.connection() as conn:
+            rows = conn.execute(NOTING, {**self.key, "ids": list(rids)}, prepare=True).fetchall()
+        known.update(dict.fromkeys(rids))
+        found = {}
+        for rid, raw, size, words, expires in rows:
+            known[rid] = (size, words)
+            if expires is None or expires > now:
+                found[rid] = self._readable(rid, raw)
+        return {rid: doc for rid, doc in found.items() if doc is not None}
+
+    @property
+    def _cache_key(self) -> tuple:
+        return (self.key["ns"], self.key["kind"], tuple(self.key["scope"]))
 
     def docs(self, now: float) -> Iterator[Doc]:
         """Every live record in write order, a page at a time (no connection is held between pages)."""
@@ -173,10 +196,14 @@ class PgScope(Scope):
 
     def append(self, op: Op) -> None:
         with self.backend.db.transaction() as (conn, _):  # the caller's write section (or one of its own)
+            self.backend.written()
             if op.get("op") == "put":
                 self._put(conn, op["recs"])
             elif op.get("op") == "del":
                 ids = list(dict.fromkeys(op["ids"]))
+                known = self.backend.known_rows(self._cache_key)
+                if known is not None:
+                    known.update(dict.fromkeys(ids))
                 if ids:
                     remove_rows(
                         conn,
@@ -193,12 +220,19 @@ class PgScope(Scope):
             return
         batch = self._rows(list(latest.values()))
         self.backend.rows_written += len(latest)
-        # one statement: the CTE reads the rows being replaced in the snapshot before the upsert
-        old = conn.execute(
-            f"WITH old AS (SELECT r.size, r.terms FROM {by_ids('size, terms')}), "
-            f"upsert AS ({INSERT}) SELECT size, terms FROM old",
-            {**self.key, **batch},
-        ).fetchall()
+        known = self.backend.known_rows(self._cache_key)
+        if known is not None and all(rid in known for rid in latest):
+            # the section read these rows already: the upsert is queued, no round trip of its own
+            old = [known[rid] for rid in latest if known[rid] is not None]
+            conn.execute(INSERT, {**self.key, **batch}, prepare=True)
+        else:  # one statement: the CTE reads the rows being replaced in the snapshot before the upsert
+            old = conn.execute(
+                f"WITH old AS (SELECT r.size, r.terms FROM {by_ids('size, terms')}), "
+                f"upsert AS ({INSERT}) SELECT size, terms FROM old",
+                {**self.key, **batch},
+            ).fetchall()
+        if known is not None:
+            known.update(zip(batch["ids"], zip(batch["sizes"], batch["words"], strict=True), strict=True))
         delta = Delta(self.schema.name)
         for size, words in old:
             delta.remove(size, words)
@@ -256,14 +290,15 @@ class PgScope(Scope):
         return f"PgScope({user_name(self.key['ns'])!r}, {self.key['kind']!r}, {self.key['scope']!r})"
 
 
+NOTING = f"SELECT r.id, r.raw, r.size, r.terms, r.expires_at FROM {by_ids('id, raw, size, terms, expires_at')}"
 # doc: the jsonb copy cannot hold NUL characters (the raw text keeps them, escaped)
 INSERT = """INSERT INTO mem_records
     (namespace, kind, scope, id, doc, raw, size, vec, terms, tags, score, updated_at, expires_at, at)
 SELECT %(ns)s, %(kind)s, %(scope)s::text[], u.id, replace(u.raw, '\\u0000', '\\ufffd')::jsonb, u.raw, u.size, u.vec,
        string_to_array(u.terms, ' '), ARRAY(SELECT jsonb_array_elements_text(u.tags::jsonb)),
        u.score, u.updated_at, u.expires_at, u.at
-FROM unnest(%(ids)s::text[], %(raws)s::text[], %(sizes)s::int[], %(vecs)b::vector[], %(terms)s::text[],
-            %(tags)s::text[], %(scores)s::real[], %(updated)s::float8[], %(expires)s::float8[],
+FROM unnest(%(ids)b::text[], %(raws)b::text[], %(sizes)s::int[], %(vecs)b::vector[], %(terms)b::text[],
+            %(tags)b::text[], %(scores)s::real[], %(updated)s::float8[], %(expires)s::float8[],
             %(when)s::float8[])
      WITH ORDINALITY AS u(id, raw, size, vec, terms, tags, score, updated_at, expires_at, at, ord)
 ORDER BY u.ord
@@ -311,54 +346,65 @@ def remove_rows(conn: Any, delete: str, params: dict[str, Any]) -> int:
 
 def apply_deltas(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta]) -> None:
     """Adjust mem_scopes, mem_terms and mem_usage of namespace `ns` (database name) by `deltas`."""
+    from psycopg import pq
+
+    if conn.info.pipeline_status != pq.PipelineStatus.OFF:  # a write section: queued with its other writes
+        _apply(conn, ns, deltas)
+        return
     with conn.pipeline():  # one round trip: no statement here needs another's result
         _apply(conn, ns, deltas)
 
 
 def _apply(conn: Any, ns: str, deltas: dict[tuple[str, tuple[str, ...]], Delta]) -> None:
+    """One statement a scope (its statistics and terms; the last one the namespace's counters
+    too), and a DELETE of the terms no row holds any more where some were taken out."""
     entries = size = 0
-    for (kind, scope), delta in deltas.items():
-        key = {"ns": ns, "kind": kind, "scope": list(scope)}
-        values = {**key, "schema": delta.schema, "n": delta.n_docs, "len": delta.total_len, "bytes": delta.bytes}
-        conn.execute(
-            f"UPDATE mem_scopes SET n_docs = n_docs + %(n)s, total_len = total_len + %(len)s, "
-            f"bytes = bytes + %(bytes)s WHERE {KEY}",
-            values,
-        )
-        conn.execute(SCOPE_RECOUNT, values)
-        changed = {t: n for t, n in delta.df.items() if n}
-        if changed:
-            conn.execute(
-                "INSERT INTO mem_terms (namespace, kind, scope, term, df) "
-                "SELECT %(ns)s, %(kind)s, %(scope)s::text[], t, d FROM unnest(%(terms)s::text[], %(dfs)s::int[]) "
-                "AS u(t, d) ON CONFLICT (namespace, kind, scope, term) DO UPDATE SET df = mem_terms.df + EXCLUDED.df",
-                {**key, "terms": list(changed), "dfs": list(changed.values())},
-            )
-            gone = [t for t, n in changed.items() if n < 0]
-            if gone:
-                conn.execute(
-                    f"DELETE FROM mem_terms WHERE {KEY} AND term = ANY(%(terms)s::text[]) AND df <= 0",
-                    {**key, "terms": gone},
-                )
+    items = list(deltas.items())
+    for number, ((kind, scope), delta) in enumerate(items):
         entries += delta.n_docs
         size += delta.bytes
-    values = {"ns": ns, "n": entries, "bytes": size}
-    conn.execute(
-        "UPDATE mem_usage SET entries = entries + %(n)s, bytes = bytes + %(bytes)s WHERE namespace = %(ns)s", values
-    )
-    conn.execute(USAGE_RECOUNT, values)
+        changed = {t: n for t, n in delta.df.items() if n}
+        values = {
+            "ns": ns, "kind": kind, "scope": list(scope), "schema": delta.schema, "n": delta.n_docs,
+            "len": delta.total_len, "bytes": delta.bytes, "terms": list(changed), "dfs": list(changed.values()),
+        }  # fmt: skip
+        last = number == len(items) - 1
+        if last:
+            values |= {"entries": entries, "size": size}
+        conn.execute(STATISTICS + (USAGE_PART if last else "") + "SELECT 1", values, prepare=True)
+        gone = [t for t, n in changed.items() if n < 0]
+        if gone:
+            conn.execute(
+                f"DELETE FROM mem_terms WHERE {KEY} AND term = ANY(%(terms)s::text[]) AND df <= 0",
+                {**values, "terms": gone},
+            )
 
 
 # A missing statistics row (the first write, or one deleted by hand) is made from a count of the
-# rows, this write's included: adding the write's delta to nothing would count the write alone
-# (and lift `max_entries`). WHERE's NOT EXISTS, checked once, spares the count when the row
-# exists; HAVING's drops the one row an aggregate gives even then.
-SCOPE_RECOUNT = f"""INSERT INTO mem_scopes (namespace, kind, scope, schema, n_docs, total_len, bytes)
-SELECT %(ns)s, %(kind)s, %(scope)s::text[], %(schema)s, count(*), coalesce(sum(cardinality(terms)), 0),
-       coalesce(sum(size), 0)
-FROM mem_records WHERE {KEY} AND NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})
-HAVING NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})"""
-USAGE_RECOUNT = """INSERT INTO mem_usage (namespace, entries, bytes)
-SELECT %(ns)s, count(*), coalesce(sum(size), 0)
-FROM mem_records WHERE namespace = %(ns)s AND NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s)
-HAVING NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s)"""
+# rows, this write's included (written by an earlier statement): adding the write's delta to
+# nothing would count the write alone (and lift `max_entries`). Every part of the statement sees
+# the snapshot of its start, so the INSERT's NOT EXISTS sees the row the UPDATE found, if any: one
+# of the two acts. WHERE's NOT EXISTS, checked once, spares the count when the row exists;
+# HAVING's drops the one row an aggregate gives even then.
+STATISTICS = f"""WITH scope_delta AS (
+    UPDATE mem_scopes SET n_docs = n_docs + %(n)s, total_len = total_len + %(len)s, bytes = bytes + %(bytes)s
+    WHERE {KEY}),
+scope_recount AS (
+    INSERT INTO mem_scopes (namespace, kind, scope, schema, n_docs, total_len, bytes)
+    SELECT %(ns)s, %(kind)s, %(scope)s::text[], %(schema)s, count(*), coalesce(sum(cardinality(terms)), 0),
+           coalesce(sum(size), 0)
+    FROM mem_records WHERE {KEY} AND NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})
+    HAVING NOT EXISTS (SELECT 1 FROM mem_scopes WHERE {KEY})),
+term_delta AS (
+    INSERT INTO mem_terms (namespace, kind, scope, term, df)
+    SELECT %(ns)s, %(kind)s, %(scope)s::text[], t, d FROM unnest(%(terms)s::text[], %(dfs)s::int[]) AS u(t, d)
+    ON CONFLICT (namespace, kind, scope, term) DO UPDATE SET df = mem_terms.df + EXCLUDED.df)
+"""
+USAGE_PART = """, usage_delta AS (
+    UPDATE mem_usage SET entries = entries + %(entries)s, bytes = bytes + %(size)s WHERE namespace = %(ns)s),
+usage_recount AS (
+    INSERT INTO mem_usage (namespace, entries, bytes)
+    SELECT %(ns)s, count(*), coalesce(sum(size), 0)
+    FROM mem_records WHERE namespace = %(ns)s AND NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s)
+    HAVING NOT EXISTS (SELECT 1 FROM mem_usage WHERE namespace = %(ns)s))
+"""
