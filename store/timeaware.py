@@ -59,6 +59,8 @@ W_RECENT = 0.4  # gain of the newest entry of the pool, for a "now" question (th
 TIME_FIELDS = ("date", "time", "timestamp", "datetime", "when")
 LEADING = 40  # a full date this close to the start of an entry's text is the entry's own date
 CACHE = 65_536  # entries whose date phrases are kept parsed
+SCANNED = 4096  # characters of an entry (or a query) read for date phrases
+MAX_MENTIONS = 32  # date phrases kept from one text
 
 Span = tuple[int, int]  # first and last day (proleptic ordinals), inclusive
 
@@ -150,12 +152,14 @@ class Mention:
 
 def mentions(text: str, reference: dt.date, query: bool = False) -> list[Mention]:
     """The date phrases of `text`, relative ones read against `reference`. In a query (`query`),
-    a month or day named without a year matches that month or day of any year."""
+    a month or day named without a year matches that month or day of any year. Only the first
+    `SCANNED` characters are read, and at most `MAX_MENTIONS` phrases kept: a conversation turn
+    is far shorter, and a 250 KB entry full of dates must not make every time question slow."""
     found: list[Mention] = []
-    low = text.lower()
+    low = text[:SCANNED].lower()
     if not re.search(GATE, low):
         return found
-    same = len(low) == len(text)  # lower() kept every offset: the phrase is shown as written
+    same = len(low) == min(len(text), SCANNED)  # lower() kept every offset: the phrase is shown as written
     for match in phrases().finditer(low):
         kind = match.lastgroup
         assert kind is not None
@@ -167,6 +171,8 @@ def mentions(text: str, reference: dt.date, query: bool = False) -> list[Mention
             start, end = match.span(kind)
             span, any_year = mention
             found.append(Mention((text if same else low)[start:end], span, any_year, at=start))
+            if len(found) >= MAX_MENTIONS:
+                break
     return found
 
 

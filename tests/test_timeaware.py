@@ -147,3 +147,13 @@ def test_a_pool_entry_gains_from_the_period_it_mentions_more_than_from_when_it_w
     (g1, why), (g2, _), (g3, _) = ta.gains(asked, [mentions_it, said_in_it, neither])
     assert g1 == ta.W_PERIOD > g2 == ta.W_PERIOD * ta.W_SAID > g3 == 0.0
     assert why["period"] == ["'last Sunday' = 2021-02-28"]
+
+
+def test_a_huge_text_full_of_dates_is_read_only_so_far():
+    """A 250 KB entry of date phrases costs what its first few KB cost (the audit's slow query)."""
+    from a2e_mem import timeaware
+
+    text = "on 1 May 2023 and in June, 3 days ago, last Friday; " * 5000
+    found = timeaware.mentions(text, dt.date(2023, 6, 15))
+    assert 0 < len(found) <= timeaware.MAX_MENTIONS
+    assert all(m.at < timeaware.SCANNED for m in found)
