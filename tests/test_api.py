@@ -369,27 +369,18 @@ CLI_TO_API = {
 def test_one_memory_shared_by_threads_loses_nothing_and_raises_nothing(home):
     """Six threads share one `Memory` (the audit's repro): every call is serialised by the
     store's lock, so no write is lost and no half-made state is seen."""
-    import threading
+    from tests.threads import run_in_threads
 
-    failures: list[BaseException] = []
     m = Memory(home=home)
 
     def work(worker: int) -> None:
-        try:
-            for i in range(50):
-                m.kv.set(f"k{worker}-{i}", i)
-                m.store(f"note {worker} {i}", key=f"n{worker}-{i}")
-                if i % 10 == 0:
-                    m.retrieve(f"note {worker}")
-        except BaseException as exc:  # noqa: BLE001 - collected, asserted below
-            failures.append(exc)
+        for i in range(50):
+            m.kv.set(f"k{worker}-{i}", i)
+            m.store(f"note {worker} {i}", key=f"n{worker}-{i}")
+            if i % 10 == 0:
+                m.retrieve(f"note {worker}")
 
-    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread hangs"  # (then m is left open: closing would hang)
+    failures = run_in_threads(work, 6)  # (a hang fails here, m left open: closing would hang)
     try:
         assert failures == []
         assert m.retrieve(limit=1)["total"] == 300

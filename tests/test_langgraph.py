@@ -596,26 +596,17 @@ def test_a_value_holding_nan_is_refused(memstore):
 
 def test_one_memstore_shared_by_threads_loses_nothing(home):
     """LangGraph runs parallel branches in threads on one store: its batches go one at a time."""
-    import threading
+    from tests.threads import run_in_threads
 
-    failures: list[BaseException] = []
     store = MemStore(home)
 
     def work(worker: int) -> None:
-        try:
-            for i in range(40):
-                store.put(("w", str(worker)), f"k{i}", {"text": f"note {worker} {i}"})
-                if i % 10 == 0:
-                    store.search(("w",), query=f"note {worker}", limit=5)
-        except BaseException as exc:  # noqa: BLE001 - collected, asserted below
-            failures.append(exc)
+        for i in range(40):
+            store.put(("w", str(worker)), f"k{i}", {"text": f"note {worker} {i}"})
+            if i % 10 == 0:
+                store.search(("w",), query=f"note {worker}", limit=5)
 
-    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread hangs"
+    failures = run_in_threads(work, 6)
     try:
         assert failures == []
         assert len(store.search(("w",), limit=EVERYTHING)) == 240
