@@ -80,6 +80,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
+from . import __all__ as __all__  # the public names, listed once in store/__init__.py
 from .errors import (
     Closed,
     Conflict,
@@ -95,12 +96,6 @@ from .errors import (
 from .ops import a2e
 from .ops.graph import SEARCH_LIMIT
 from .service import MemoryService
-
-__all__ = [
-    "Memory", "Session", "Entry", "Retrieved", "StoreResult", "Record", "Key",
-    "MemError", "NotFound", "InvalidInput", "Conflict", "MemoryFull", "Unauthorized",
-    "StoreMismatch", "StoreUnavailable", "Damaged", "Closed",
-]  # fmt: skip
 
 Key = str | dict[str, Any]  # an A2E key: an object, or a string s standing for {"key": s}
 Record = dict[str, Any]  # a codebolt record, as its tool returns it
