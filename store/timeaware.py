@@ -484,8 +484,8 @@ def _bound_span(text: str, now: float) -> Span | None:
 
 def _fail(text: str, what: str) -> float:
     raise InvalidInput(
-        f"{what}: {text!r} is not a date: give an ISO-8601 date or time (2023-06-01, 2023-06-01T09:30:00Z) "
-        "or a phrase such as 'yesterday', 'last week', '3 days ago'",
+        f"{what}: {text!r} is not a date: give an ISO-8601 date or time (2023-06-01, 2023-06-01T09:30:00Z; "
+        "a date alone for years 1800 to 2099) or a phrase such as 'yesterday', 'last week', '3 days ago'",
         {"field": what},
     )
 

@@ -157,3 +157,12 @@ def test_a_huge_text_full_of_dates_is_read_only_so_far():
     found = timeaware.mentions(text, dt.date(2023, 6, 15))
     assert 0 < len(found) <= timeaware.MAX_MENTIONS
     assert all(m.at < timeaware.SCANNED for m in found)
+
+
+def test_a_date_alone_outside_the_years_read_says_which_years_are():
+    """`--until 2100-01-01` is refused, and the message names the range (the audit found it silent)."""
+    from a2e_mem import timeaware
+    from a2e_mem.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="1800 to 2099"):
+        timeaware.time_bound("2100-01-01", "until", 0.0)
