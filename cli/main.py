@@ -66,6 +66,29 @@ class MemGroup(TyperGroup):
             self._built[name] = build(name)
         return self._built[name]
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Click's own running, except that a usage error is one stderr line (`mem: error: ...`,
+        exit 2) instead of the usage text and a boxed message: a script reads one line, and the
+        line says where the help is."""
+        # click's exceptions, wherever this Typer keeps them (0.29 vendors click)
+        clicks = sys.modules[typer.BadParameter.__module__]
+        try:
+            code = super().main(*args, **{**kwargs, "standalone_mode": False})
+        except clicks.NoArgsIsHelpError as exc:  # `mem kg` alone: the help, as before
+            exc.show()
+            code = exc.exit_code
+        except clicks.UsageError as exc:
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            sys.stderr.write(f"mem: error: {exc.format_message()}{where}\n")
+            code = exc.exit_code
+        except clicks.ClickException as exc:
+            sys.stderr.write(f"mem: error: {exc.format_message()}\n")
+            code = exc.exit_code
+        except typer.Abort:  # Ctrl-C or end of input at a prompt
+            sys.stderr.write("Aborted!\n")
+            code = 1
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: typer.Context) -> object:
         try:
             return super().invoke(ctx)
@@ -158,7 +181,7 @@ def run() -> None:
     acknowledged is fsync'd before it prints, and the output streams are flushed here."""
     code: int | str | None = 0
     try:
-        app()
+        app(prog_name="mem")  # also under `python -m a2e_mem.cli.main`: help and errors name `mem`
     except SystemExit as exc:
         code = exc.code
     except KeyboardInterrupt:

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidInput
+from .lexical import terms
 
 POOL = 50  # candidates a time-aware query re-ranks (the best of the merged shard parts)
 W_PERIOD = 0.5  # gain of an entry that mentions a date inside the query's period
@@ -450,7 +451,7 @@ def time_bound(value: Any, what: str, now: float) -> float | None:
     (naive: UTC) or a date phrase ("yesterday", "last week", "3 days ago") read against `now`.
     A bound naming a day or a longer period covers it whole: `since` is its first instant,
     `until` the instant after its last (the filter is since <= time < until). None: no bound."""
-    if value is None or value == "":
+    if value is None or value == "":  # an empty field (a client that clears it) is no bound
         return None
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be an ISO-8601 date or time, not {value!r}", {"field": what})
@@ -524,6 +525,18 @@ def read_query(query: str, now: float) -> QueryTime:
         if len(found) > 1:  # the date is what the query's other phrases are read against, not a period
             found = [m for m in found if m.text != absolute[0].text]
     return QueryTime(found, bool(re.search(WHEN_INTENT, query)), bool(re.search(RECENT_INTENT, query)))
+
+
+def undated(query: str, asked: QueryTime) -> str:
+    """The query the lexical half of a search scores: without the date phrases the time signal
+    reads. Their words ("may", "last", "2023") would otherwise count for entries that merely
+    share the word ("we may go" for "in May"), while the time signal already ranks entries by
+    the dates the phrases name. The vector half embeds the whole query; a query with no other
+    word to search for ("in May 2023") is left whole."""
+    rest = query
+    for mention in asked.periods:
+        rest = re.sub(re.escape(mention.text), " ", rest, flags=re.IGNORECASE)
+    return rest if terms(rest) else query
 
 
 @dataclass(frozen=True)

@@ -180,3 +180,19 @@ def test_a_namespace_json_that_lost_its_checksum_is_reported_and_sealed_again(ho
     assert any(f["where"].endswith("namespace.json") and "checksum" in f["problem"] for f in findings), findings
     MemoryService(home).doctor(repair=True)
     assert MemoryService(home).doctor() == []
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["store", "--bogus"], "No such option: --bogus (see 'mem store --help')"),
+        (["retrieve", "--limit", "ten"], "Invalid value for '--limit'"),
+        (["get"], "Missing argument 'key'. (see 'mem get --help')"),
+        (["kg", "bogus"], "No such command 'bogus'. (see 'mem kg --help')"),
+    ],
+)
+def test_a_usage_error_is_one_stderr_line_and_exit_2(home, args, says):
+    out = mem(home, *args)
+    assert out.returncode == 2 and out.stdout == b""
+    lines = out.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mem: error: ") and says in lines[0], lines

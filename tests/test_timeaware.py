@@ -166,3 +166,11 @@ def test_a_date_alone_outside_the_years_read_says_which_years_are():
 
     with pytest.raises(InvalidInput, match="1800 to 2099"):
         timeaware.time_bound("2100-01-01", "until", 0.0)
+
+
+def test_the_lexical_query_leaves_out_the_date_phrases_the_time_signal_reads():
+    now = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc).timestamp()
+    asked = ta.read_query("What did Ana plant in May 2023?", now)
+    assert ta.undated("What did Ana plant in May 2023?", asked).split() == ["What", "did", "Ana", "plant", "in", "?"]
+    assert ta.undated("in May 2023", ta.read_query("in May 2023", now)) == "in May 2023"  # nothing else: whole
+    assert ta.undated("we may go", ta.read_query("we may go", now)) == "we may go"  # no date phrase in it

@@ -122,6 +122,13 @@ def test_a_question_about_a_period_ranks_first_the_entry_that_mentions_a_date_in
     assert second["explain"]["time"]["gain"] == 0.0
 
 
+def test_a_date_word_used_as_a_plain_word_does_not_match_a_question_about_that_date(service):
+    s = service.scope("ns", "agent")
+    service.store(s, [turn("may", "Ana planted tomatoes in the garden", "2023-05-08")])
+    service.store(s, [turn("verb", "Ana said we may go, may be fun, if we may", "2023-08-02")])
+    assert ids(service.retrieve(s, query="What did Ana do in May?")) == ["may", "verb"]
+
+
 def test_a_when_question_prefers_the_entry_that_says_when(service):
     s = service.scope("ns", "agent")
     service.store(s, [turn("said", "we adopted a grey cat from the shelter three weeks ago", "2023-03-20")])

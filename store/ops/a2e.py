@@ -421,7 +421,9 @@ class A2E:
         asked = timeaware.read_query(query, now)
         parts: list[Candidates] = []
         for shard in shards:
-            parts += shard.search(now, filters, qvec, query, k=_depth(limit, asked), exhaustive=min_score > 0)
+            parts += shard.search(
+                now, filters, qvec, timeaware.undated(query, asked), k=_depth(limit, asked), exhaustive=min_score > 0
+            )
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         if since or until:
             applied.update(since=since, until=until)
