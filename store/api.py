@@ -152,8 +152,8 @@ class _Guard:
     views, groups and sessions made from it: the store's engine is not thread-safe (the shard
     mirrors, journal offsets and temporary files of one process), so its calls go one at a time."""
 
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
+    def __init__(self, lock: threading.RLock) -> None:
+        self.lock = lock  # the service's: see `MemoryService.lock`
         self.closed = False
 
 
@@ -331,7 +331,7 @@ class Memory(_Tiers):
         pooled: bool = False,
     ) -> None:
         self.service = MemoryService(home, embedder=embedder, store=store, pooled=pooled)
-        self._owner, self._guard = True, _Guard()
+        self._owner, self._guard = True, _Guard(self.service.lock)
         try:
             self._set_scope(namespace, agent)
         except BaseException:  # a refused name: nobody else can close what was opened

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -120,10 +119,10 @@ class MemStore(BaseStore):
         self.namespace = namespace
         self.fields = list(fields)
         self.ttl_config = ttl
-        # one batch at a time per store object: LangGraph runs parallel nodes in threads, and a
-        # batch's reads and writes must not interleave with another's in this process (a service
-        # given here must not be used by other threads meanwhile: its engine is not thread-safe)
-        self._mutex = threading.RLock()
+        # one batch at a time per open store: LangGraph runs parallel nodes in threads, and a
+        # batch's reads and writes must not interleave with another's in this process; the lock
+        # is the service's, so a `Memory` given the same service waits for it too
+        self._mutex = self.service.lock
         self._closed = False
 
     # -- BaseStore ----------------------------------------------------------------------------

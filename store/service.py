@@ -7,6 +7,7 @@ an operation itself. Codebolt tools and knowledge-graph operations take a `names
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,10 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         self.a2e = A2E(self.backend, self.config)
         self.backend.check_room = self.a2e.check_room  # codebolt records count toward the limits too
         self.backend.record_limit = lambda namespace: self.config.for_namespace(namespace).max_entry_bytes
+        # The engine is not thread-safe (shard mirrors, journal offsets, temporary files of one
+        # process): the Python API and the LangGraph store run its calls one at a time under this
+        # lock, one per open store, so that a `Memory` and a `MemStore` sharing it share the lock.
+        self.lock = threading.RLock()
 
     @property
     def engine(self) -> Backend:

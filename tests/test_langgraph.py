@@ -614,6 +614,31 @@ def test_one_memstore_shared_by_threads_loses_nothing(home):
         store.close()
 
 
+def test_a_memory_and_a_memstore_sharing_one_service_share_its_lock(home):
+    """A `MemStore` given a `Memory`'s service: threads using both go one at a time (the engine
+    is not thread-safe), so none fails and nothing is lost."""
+    from a2e_mem import Memory
+    from tests.threads import run_in_threads
+
+    memory = Memory(home)
+    store = MemStore(service=memory.service)
+
+    def work(worker: int) -> None:
+        for i in range(30):
+            if worker % 2:
+                store.put(("w", str(worker)), f"k{i}", {"text": f"note {worker} {i}"})
+            else:
+                memory.store({"text": f"fact {worker} {i}"}, key={"id": f"{worker}-{i}"})
+
+    try:
+        assert run_in_threads(work, 6) == []
+        assert len(store.search(("w",), limit=EVERYTHING)) == 90
+        assert memory.retrieve(limit=1000)["total"] == 90
+    finally:
+        store.close()
+        memory.close()
+
+
 def test_a_closed_memstore_refuses_every_call_and_closes_once(home):
     from a2e_mem.errors import Closed
 
