@@ -50,8 +50,12 @@ def parse_value(text: str, what: str) -> Any:
     """JSON when it parses, else the text itself; JSON nested too deep to store is refused."""
     import orjson
 
+    from a2e_mem.jsontext import IntegerTooLarge, loads
+
     try:
-        value = orjson.loads(text)
+        value = loads(text)
+    except IntegerTooLarge as exc:  # JSON, but not kept exactly: never a silent float
+        invalid_input(f"{what}: {exc}")
     except orjson.JSONDecodeError as exc:
         if "depth" in str(exc):  # JSON all right, but deeper than the parser goes
             invalid_input(f"{what} is nested too deeply: {exc}")
@@ -62,8 +66,10 @@ def parse_value(text: str, what: str) -> Any:
 def parse_json_object(text: str, what: str) -> dict[str, Any]:
     import orjson
 
+    from a2e_mem.jsontext import loads
+
     try:
-        value = orjson.loads(text)
+        value = loads(text)
     except orjson.JSONDecodeError as exc:
         invalid_input(f"{what} is not valid JSON: {exc}")
     if not isinstance(value, dict):

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from . import jsontext
 from .errors import InvalidInput
 
 
@@ -16,7 +17,7 @@ def objects(lines: Iterable[bytes | str]) -> Iterator[tuple[int, dict[str, Any]]
         if not line.strip():
             continue
         try:
-            value = orjson.loads(line)
+            value = jsontext.loads(line)
         except orjson.JSONDecodeError as exc:
             raise InvalidInput(f"line {number}: not JSON ({exc})") from None
         if not isinstance(value, dict):

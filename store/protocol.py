@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from . import jsontext
 from .errors import InvalidInput, MemError, Unauthorized, os_failure
 from .log import logger
 from .messages import (
@@ -60,7 +61,7 @@ class Protocol:
     def handle(self, line: bytes | str) -> dict[str, Any]:
         """The response to one request line."""
         try:
-            data = orjson.loads(line)
+            data = jsontext.loads(line)
         except orjson.JSONDecodeError as exc:  # e.g. a lone surrogate (\ud800) in some string
             return error(request_id(line), "parse_error", f"not a JSON message: {exc}")
         if not isinstance(data, dict):

@@ -27,6 +27,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from a2e_mem import jsontext
 from a2e_mem.errors import InvalidInput, MemError, NotFound, os_failure
 
 STATIC = Path(__file__).parent / "static"
@@ -141,7 +142,7 @@ async def values(request: Request) -> dict[str, Any]:
     import orjson
 
     try:
-        data = orjson.loads(body or b"{}")
+        data = jsontext.loads(body or b"{}")
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
