@@ -1,7 +1,8 @@
 """Turning failures into one stderr line and a documented exit code.
 
     0 ok   1 runtime error   2 usage error   3 not found   4 invalid input   5 store full
-    6 unauthorized
+    6 unauthorized   7 store unavailable   141 stdout closed by its reader (quietly, as a shell
+    reports a tool that SIGPIPE ended)
 
 `MEM_DEBUG=1` prints the traceback as well.
 """
@@ -14,6 +15,7 @@ import traceback
 from typing import NoReturn
 
 EXIT_USAGE = 2
+EXIT_PIPE = 141  # 128 + SIGPIPE
 EXIT_INVALID = 4
 
 

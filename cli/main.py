@@ -94,6 +94,11 @@ class MemGroup(TyperGroup):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
+        except BrokenPipeError:  # `mem export | head -1`: the reader left; what was done stands
+            from .errors import EXIT_PIPE
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush to it
+            raise typer.Exit(EXIT_PIPE) from None
         except Exception as exc:  # noqa: BLE001 - every failure becomes an exit code
             from .errors import report
 

@@ -7,6 +7,7 @@ nothing (or `[]` as JSON). Tables shorten long values and show timestamps as rel
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -114,12 +115,13 @@ def _table(rows: list[dict[str, Any]], columns: list[str], header: bool = True) 
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_header=header, header_style="bold", box=None, pad_edge=False)
     for col in columns:
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*(cell(col, row.get(col), row) for col in columns))
+        table.add_column(Text(printable(col)), overflow="fold")
+    for row in rows:  # Text, not str: "[red]" in a stored value is text, not rich markup
+        table.add_row(*(Text(cell(col, row.get(col), row)) for col in columns))
     Console().print(table)
 
 
@@ -134,8 +136,18 @@ def cell(column: str, value: Any, row: dict[str, Any] | None = None) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     text = value if isinstance(value, str) else _dumps(value)
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
+
+
+# C0 and C1 control characters and DEL: an escape sequence in a stored value would act on the
+# terminal (clear it, retitle the window, hide rows) when a table shows it
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as its JSON escape (ESC as `\\u001b`)."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _timestamp(value: Any) -> float | None:

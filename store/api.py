@@ -263,20 +263,24 @@ class _Tiers:
         limit: int = 10,
         min_score: float = 0.0,
         explain: bool = False,
+        since: str | None = None,
+        until: str | None = None,
     ) -> Retrieved:
         """Entries matching every filter given, best first: `query` ranks by meaning and words,
-        `keys` are exact, an entry must carry every tag, `tier` is one tier (default: all)."""
+        `keys` are exact, an entry must carry every tag, `tier` is one tier (default: all),
+        `since` / `until` keep the entries whose own time is in [since, until) (an ISO-8601 date
+        or time, or a date phrase such as "last week", as `mem retrieve --since`)."""
         return cast(
             Retrieved,
             self.service.retrieve(
                 self._scope(), keys=_key_list(keys), query=query, tags=_items(tags), tier=tier, limit=limit,
-                min_score=min_score, explain=explain,
+                min_score=min_score, explain=explain, since=since, until=until,
             ),
         )  # fmt: skip
 
     def forget(
         self,
-        keys: Key | Sequence[Key] = (),
+        keys: Key | Sequence[Key] | None = (),
         *,
         tags: Sequence[str] = (),
         tier: str = "episodic",
@@ -284,7 +288,7 @@ class _Tiers:
     ) -> int:
         """Delete the entries of `tier` with these keys and/or tags; returns how many. Emptying the
         whole tier takes `everything=True` (never implied: without keys or tags, `InvalidInput`)."""
-        scope, keys = self._scope(), _key_list(keys)
+        scope, keys = self._scope(), _key_list(keys or ())  # None: no keys (with everything=True)
         return self.service.forget(scope, keys=keys, tags=_items(tags), tier=tier, everything=everything)
 
 

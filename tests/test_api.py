@@ -80,6 +80,21 @@ def test_store_retrieve_forget(memory):
     assert memory.retrieve()["total"] == 0
 
 
+def test_retrieve_takes_the_time_window_and_forget_takes_no_keys_with_everything(memory):
+    memory.store({"text": "the garden party", "date": "2023-06-10"}, key="june")
+    memory.store({"text": "the garden party", "date": "2023-07-10"}, key="july")
+    assert [e["key"] for e in memory.retrieve(since="2023-06-01", until="2023-07-01")["entries"]] == [{"key": "june"}]
+    assert memory.retrieve("   ")["entries"][0]["relevance"] == 1.0  # blanks alone: as no query
+    assert memory.forget(None, everything=True) == 2
+
+
+@pytest.mark.parametrize("content", [b"bytes", {1, 2}, {"n": 2**70}])
+def test_content_that_is_not_json_is_refused_saying_so(memory, content):
+    for key in (None, "k"):
+        with pytest.raises(InvalidInput, match="content: not JSON"):
+            memory.store(content, key=key)
+
+
 def test_default_key_is_the_content_hash_mem_store_uses(memory):
     key = memory.store("same words")
     assert key == {"hash": hashlib.sha256(b"same words").hexdigest()[:16]}

@@ -55,7 +55,10 @@ def content_key(content: Any, redacting: bool = False) -> dict[str, str]:
     of a secret is stored."""
     import hashlib
 
-    text = content if isinstance(content, str) else orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
+    try:
+        text = content if isinstance(content, str) else orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError as exc:  # not JSON: refused as the entry's validation would
+        raise _not_storable("content", exc) from None
     if redacting:
         from ..redact import redact_text
 
@@ -408,6 +411,7 @@ class A2E:
         `since` / `until` keep the entries whose own time is in [since, until) (`timeaware.py`).
         A `limit` over MAX_RETRIEVE is clamped to it, and the reply's `warnings` says so."""
         check_paging(limit, min_score)
+        query = query if query.strip() else ""  # blanks alone ask for nothing: as no query
         warnings = []
         if limit > MAX_RETRIEVE:
             warnings.append(f"limit {limit} is over the maximum of {MAX_RETRIEVE}: clamped to {MAX_RETRIEVE}")
@@ -685,8 +689,15 @@ def _check_nesting(entry: MemoryEntry) -> None:
     for name in ("content", "key"):
         try:
             orjson.dumps({"recs": [{"doc": {name: getattr(entry, name)}}]})
-        except orjson.JSONEncodeError:
-            raise InvalidInput(f"{name}: nested deeper than {MAX_NESTING} levels", {"field": name}) from None
+        except orjson.JSONEncodeError as exc:
+            raise _not_storable(name, exc) from None
+
+
+def _not_storable(name: str, exc: orjson.JSONEncodeError) -> InvalidInput:
+    """Why a value cannot be written: too deep, or not JSON (bytes, a set, an object, an
+    integer outside 64 bits)."""
+    why = f"nested deeper than {MAX_NESTING} levels" if "ecursion" in str(exc) else f"not JSON: {exc}"
+    return InvalidInput(f"{name}: {why}", {"field": name})
 
 
 def _first_error(exc: ValidationError) -> str:
