@@ -15,7 +15,12 @@ from .progress import progress
 
 ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
 Tier = Annotated[str, typer.Option("--tier", "-t", help="working, episodic or semantic.")]
-Keys = Annotated[list[str] | None, typer.Option("--key", "-k", help="Key part NAME=VALUE (repeatable).")]
+Keys = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--key", "-k", help="Key part NAME=VALUE, or NAME:=JSON for a number or other JSON value (repeatable)."
+    ),
+]
 Tags = Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable; all must match).")]
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from .completion import complete_namespace, complete_session
-from .errors import invalid_input
+from .errors import invalid_input, usage_error
 
 Namespace = Annotated[
     str,
@@ -98,15 +98,29 @@ def checked_depth(value: Any, what: str) -> Any:
 
 
 def parse_key(items: list[str]) -> dict[str, Any]:
-    """`--key topic=prefs --key user=7` -> {"topic": "prefs", "user": "7"}; a bare `--key x` is {"key": "x"}."""
+    """`--key topic=prefs --key user:=7` -> {"topic": "prefs", "user": 7}: `NAME=VALUE` is a
+    string, `NAME:=JSON` a JSON value (a number, true, null, ...: the keys a JSON pipeline
+    stores); a bare `--key x` is {"key": "x"}. A name given twice is a usage error."""
     key: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if sep:
-            key[name] = value
-        else:
-            key["key"] = item
+        typed = bool(sep) and name.endswith(":")
+        name, part = (name[:-1], _key_json(value, item)) if typed else (name, value) if sep else ("key", item)
+        if name in key:
+            usage_error(f"--key: the key part {name!r} is given twice")
+        key[name] = part
     return key
+
+
+def _key_json(text: str, item: str) -> Any:
+    import orjson
+
+    from a2e_mem.jsontext import loads
+
+    try:
+        return loads(text)
+    except orjson.JSONDecodeError as exc:
+        invalid_input(f"--key {item!r}: the value after ':=' is not JSON ({exc})")
 
 
 def scope(namespace: str, agent: str, session: str | None) -> Any:

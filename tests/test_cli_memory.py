@@ -123,3 +123,21 @@ def test_quiet_silences_notes_but_not_data(home):
     quiet = runner.invoke(app, ["--quiet", "retrieve"])
     assert "matching" in loud.stderr and quiet.stderr == "" and quiet.stdout == loud.stdout
     assert runner.invoke(app, ["--quiet", "store", "--key", "b", "x"]).stdout == ""
+
+
+def test_a_key_part_can_be_a_json_value_and_is_given_once(home):
+    """`-k id:=1` reaches `{"id": 1}` (a number, as a JSON pipeline stores it), where `-k id=1`
+    is the string "1"; a part named twice is a usage error, bad JSON invalid input."""
+    from a2e_mem.cli.options import parse_key
+
+    assert parse_key(["id:=1", "topic=prefs", "on:=true", "bare"]) == {
+        "id": 1,
+        "topic": "prefs",
+        "on": True,
+        "key": "bare",
+    }
+    mem("store", "-", input='{"key":{"id":1},"content":"x","tier":"semantic"}\n')
+    assert '"deleted":0' in mem("forget", "-t", "semantic", "-k", "id=1").stdout
+    assert '"deleted":1' in mem("forget", "-t", "semantic", "-k", "id:=1").stdout
+    assert mem("forget", "-k", "a=1", "-k", "a=2").exit_code == 2
+    assert mem("forget", "-k", "a:=[1").exit_code == 4
