@@ -44,6 +44,13 @@ def auth_token(secret: str, agent_id: str) -> str:
     return hmac.new(secret.encode(), agent_id.encode(), hashlib.sha256).hexdigest()
 
 
+def token_matches(given: str, expected: str) -> bool:
+    """Constant-time comparison of the tokens as UTF-8 bytes: `hmac.compare_digest` refuses
+    `str` with non-ASCII characters (TypeError), and any token the client sends must be a plain
+    mismatch, never an internal error. `surrogatepass` keeps even a lone surrogate comparable."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
 class Protocol:
     """One connection's state: its handshake, its sessions, whether it asked to shut down."""
 
@@ -106,7 +113,7 @@ class Protocol:
                 check_name(msg.agent_id, "agent_id")
             except InvalidInput as exc:
                 return self._handshake_refused(exc.message)
-        if self.auth_secret and not hmac.compare_digest(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
+        if self.auth_secret and not token_matches(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
             return self._handshake_refused(f"auth_token is not valid for agent {msg.agent_id!r}")
         self.agent_id, self.authenticated = msg.agent_id, True
         metadata = {

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from a2e_mem.cli.stdio import serve
-from a2e_mem.protocol import Protocol, auth_token
+from a2e_mem.protocol import Protocol, auth_token, token_matches
 from a2e_mem.service import MemoryService
 
 
@@ -234,3 +234,19 @@ def test_a_reply_that_cannot_be_encoded_still_answers_its_request(home, monkeypa
     replies = [orjson.loads(x) for x in out.getvalue().splitlines()]
     assert [(r["type"], r["req_id"]) for r in replies] == [("error", "p1"), ("handshake/resp", "h1")]
     assert replies[0]["code"] == "runtime_error"
+
+
+@pytest.mark.parametrize("token", ["é", "\u00e9" * 64, "tok\u2603en"])
+def test_a_non_ascii_auth_token_is_refused_and_unauthenticates_the_connection(service, token):
+    """Audit F5: `hmac.compare_digest` raised TypeError on a non-ASCII str, the handshake got a
+    runtime_error and the connection stayed authenticated as the earlier agent."""
+    proto = Protocol(service, auth_secret="s3cret")
+    assert call(proto, "handshake/req", agent_id="alice", auth_token=auth_token("s3cret", "alice"))["ok"] is True
+    refused = call(proto, "handshake/req", id="hb", agent_id="bob", auth_token=token)
+    assert refused["type"] == "handshake/resp" and refused["req_id"] == "hb" and refused["ok"] is False
+    assert "auth_token" in refused["reason"]
+    assert call(proto, "memory/init/req", namespace="ns")["code"] == "unauthorized"
+
+
+def test_token_comparison_takes_any_string():
+    assert token_matches("\ud800", "abc") is False and token_matches("é", "é") is True
