@@ -353,3 +353,48 @@ def test_delete(service):
     assert service.persistent_memory_list() == []
     with pytest.raises(NotFound):
         service.persistent_memory_delete(made["id"])
+
+
+TEMPLATE_ESCAPES = [
+    ({"query_template": "{query.__class__}"}, {}, "'__'"),
+    ({"query_template": "{context.__class__.__init__.__globals__}"}, {}, "'__'"),
+    ({"query_template": "{__class__}"}, {}, "'__'"),
+    ({"query_template": "{additional_variables.__class__}"}, {}, "'__'"),
+    ({"query_template": "{keywords.x}"}, {}, "{keywords} takes no field"),
+    ({"query_template": "{query.upper}"}, {}, "{query} takes no field"),
+    ({"query_template": "{context[0]}"}, {}, "malformed placeholder"),
+    ({}, {"template": "{value.__class__}"}, "'__'"),
+    ({}, {"template": "{value.x}"}, "{value} takes no field"),
+    ({}, {"template": "{index.real}"}, "{index} takes no field"),
+    ({}, {"template": "{value[0]}"}, "malformed placeholder"),
+]
+
+
+@pytest.mark.parametrize(("retrieval", "contribution", "fragment"), TEMPLATE_ESCAPES)
+def test_templates_take_no_attribute_access_nor_fields_of_plain_values(service, retrieval, contribution, fragment):
+    """Audit F16: `{query.__class__}` and `{context.__class__.__init__.__globals__}` were accepted
+    as query templates (and `{value.__class__}` as a contribution template) while `{value.__class__}`
+    was refused in a query template: every template is now checked the same way, at create and update."""
+    with pytest.raises(InvalidInput) as at_create:
+        create(service, "kv", "p", retrieval=retrieval, contribution=contribution)
+    assert fragment in str(at_create.value)
+    assert service.persistent_memory_list() == []
+    pm = create(service, "kv", "p")
+    with pytest.raises(InvalidInput) as at_update:
+        service.persistent_memory_update(
+            pm["id"], retrieval={"source_type": "kv", "source_id": "p", **retrieval},
+            contribution={"format": "json", **contribution},
+        )  # fmt: skip
+    assert fragment in str(at_update.value)
+    assert service.persistent_memory_get(pm["id"])["retrieval"] == pm["retrieval"]
+
+
+def test_the_documented_fields_are_still_accepted(service):
+    service.memory_set("theme", "dark", namespace="p")
+    pm = create(
+        service, "kv", "p", retrieval={"query_template": "{context.topic.name} {opts.kind} {additional_variables.opts}"},
+        contribution={"template": "{index}. {key}: {value}"}, additional_variables={"opts": {"kind": "theme"}},
+    )  # fmt: skip
+    result = service.persistent_memory_retrieve(pm["id"], context={"topic": {"name": "ui"}})
+    assert result["query"] == 'ui theme {"kind":"theme"}'
+    assert result["contribution"] == '["1. theme: dark"]'

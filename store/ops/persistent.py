@@ -414,7 +414,7 @@ def _check_templates(config: Doc) -> None:
     query_template = config["retrieval"]["query_template"]
     if query_template:
         known = {**variables, "additional_variables": variables}
-        check_template(query_template, "retrieval.query_template", set(QUERY_INPUTS), known)
+        check_template(query_template, "retrieval.query_template", set(QUERY_INPUTS), known, frozenset({"context"}))
     line_template = config["contribution"]["template"]
     if line_template:
         fields = {*ITEM_FIELDS[config["retrieval"]["source_type"]], "index"}
