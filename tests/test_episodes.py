@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from a2e_mem import clock
-from a2e_mem.errors import Conflict, InvalidInput, NotFound
+from a2e_mem.errors import Conflict, InvalidInput, NotFound, Unauthorized
 
 
 def event(kind="user_action", agent="agent-123", **extra):
@@ -177,3 +177,13 @@ def test_memory_id_and_swarm_id_together_are_refused(service):
         service.episodic_memory_query_events(memory_id=mid, swarm_id="other")
     with pytest.raises(InvalidInput, match="not both"):
         service.episodic_memory_get_event_types(memory_id=mid, swarm_id="s")
+
+
+def test_an_authenticated_caller_appends_only_events_it_emitted(service):
+    """Audit F6: under auth, `emitting_agent_id` must be the caller's agent (unchecked without auth)."""
+    mid = service.episodic_memory_create("log")["memoryId"]
+    with pytest.raises(Unauthorized, match="'bob'"):
+        service.episodic_memory_append_event(mid, event(agent="bob"), agent="alice")
+    service.episodic_memory_append_event(mid, event(agent="alice"), agent="alice")
+    service.episodic_memory_append_event(mid, event(agent="bob"))  # no auth: what the caller says
+    assert [e["emitting_agent_id"] for e in service.episodic_memory_query_events(mid)] == ["alice", "bob"]

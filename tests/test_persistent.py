@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from a2e_mem import clock
-from a2e_mem.errors import Conflict, InvalidInput, NotFound
+from a2e_mem.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from a2e_mem.ops.render import count_tokens, fill
 
 
@@ -398,3 +398,21 @@ def test_the_documented_fields_are_still_accepted(service):
     result = service.persistent_memory_retrieve(pm["id"], context={"topic": {"name": "ui"}})
     assert result["query"] == 'ui theme {"kind":"theme"}'
     assert result["contribution"] == '["1. theme: dark"]'
+
+
+def test_an_authenticated_caller_cannot_save_a_config_reading_another_agent(service):
+    """Audit F6, in the store: the same refusal as at retrieve, at create and at update."""
+    vectordb = {"source_type": "vectordb", "source_id": "ns"}
+    named_b = {**vectordb, "filters": {"agent": "bob"}}
+    with pytest.raises(Unauthorized, match="'bob'"):
+        service.persistent_memory_create("L", named_b, {"format": "text"}, namespace="ns", agent="alice")
+    assert service.persistent_memory_list(namespace="ns") == []
+    pm = service.persistent_memory_create("L", vectordb, {"format": "text"}, namespace="ns", agent="alice")
+    with pytest.raises(Unauthorized, match="'bob'"):
+        service.persistent_memory_update(pm["id"], namespace="ns", agent="alice", retrieval=named_b)
+    assert service.persistent_memory_get(pm["id"], namespace="ns")["retrieval"]["filters"] == {}
+    own = service.persistent_memory_update(pm["id"], namespace="ns", agent="alice", retrieval={
+        **vectordb, "filters": {"agent": "alice"}})  # fmt: skip
+    assert own["retrieval"]["filters"] == {"agent": "alice"}
+    unauthenticated = service.persistent_memory_create("L", named_b, {"format": "text"}, namespace="ns")
+    assert unauthenticated["retrieval"]["filters"] == {"agent": "bob"}

@@ -24,7 +24,7 @@ import uuid
 from typing import Any
 
 from .. import clock
-from ..errors import Conflict, InvalidInput, refuse_unknown
+from ..errors import Conflict, InvalidInput, Unauthorized, refuse_unknown
 from ..timefmt import iso
 from .documents import new_memory_id, newest_first, page, public
 from .filters import matches, parse_time, path_lookup, validate
@@ -80,14 +80,22 @@ class EpisodeTools:
     def episodic_memory_get(self, memory_id: str, namespace: str = "default") -> Doc:
         return self._with_count(self._episodes(namespace).require(memory_id, "episodic memory"), namespace)
 
-    def episodic_memory_append_event(self, memory_id: str, event: Any, namespace: str = "default") -> Doc:
-        """Append `event` to memory `memory_id`; refused if the memory is archived.
+    def episodic_memory_append_event(
+        self, memory_id: str, event: Any, namespace: str = "default", agent: str | None = None
+    ) -> Doc:
+        """Append `event` to memory `memory_id`; refused if the memory is archived. `agent`: the
+        caller's agent when it is authenticated; an event it says another agent emitted is refused
+        (`unauthorized`), so that under auth `emitting_agent_id` is who really appended it.
 
         The event's timestamp and id are taken under the namespace's lock, never before those of
         the log's last event: the log's order is the order appends were acknowledged, even when
         appenders race or a machine's clock is behind (its event gets the last one's time), so a
         reader following the log (`since`, `lastCount`) never misses an event."""
         body = _event(event)
+        if agent is not None and body["emitting_agent_id"] != agent:
+            raise Unauthorized(
+                f"event.emitting_agent_id is {body['emitting_agent_id']!r}, but the caller is authenticated as {agent!r}"
+            )
         self._episodes(namespace).require(memory_id, "episodic memory")  # a clear error before the lock
         events = self._events(namespace, memory_id)
         events.catch_up()
