@@ -65,7 +65,9 @@ class Protocol:
         self.session_ids: list[str] = []
 
     def handle(self, line: bytes | str) -> dict[str, Any]:
-        """The response to one request line."""
+        """The response to one request line. A leading UTF-8 byte order mark (which some Windows
+        tools write) is not part of the message: without it the line is read as usual."""
+        line = _without_bom(line)
         try:
             data = orjson.loads(line)
         except orjson.JSONDecodeError as exc:  # e.g. a lone surrogate (\ud800) in some string
@@ -189,12 +191,29 @@ class Protocol:
                 self.service.close_session(memory_id)
 
 
+def _without_bom(line: bytes | str) -> bytes | str:
+    if isinstance(line, bytes):
+        return line.removeprefix(b"\xef\xbb\xbf")
+    return line.removeprefix("\ufeff")
+
+
+def message_id(line: bytes | str) -> str:
+    """The `id` of a request line, as `Protocol.handle` would answer it (for a line the server
+    answers without handling it)."""
+    line = _without_bom(line)
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return request_id(line)
+    return data["id"] if isinstance(data, dict) and isinstance(data.get("id"), str) else ""
+
+
 def request_id(line: bytes | str) -> str:
     """The `id` of a request that cannot be parsed whole (not JSON, or too long to read), when the
     line starts like a message: `{`, then members whose values are plain JSON, `id` among them.
     Only the first ID_SCAN_BYTES are read; the client, which waits on `req_id`, then gets its
     error instead of a timeout. Without a string `id` in that prefix, the answer is ""."""
-    head = line[:ID_SCAN_BYTES]
+    head = _without_bom(line)[:ID_SCAN_BYTES]
     text = head.decode("utf-8", "surrogateescape") if isinstance(head, bytes) else head
     decoder, at = json.JSONDecoder(), _skip_space(text, 0)
     if not text.startswith("{", at):
