@@ -3,7 +3,9 @@
 An entry's own time (`entry_time`) is, first found:
   1. a top-level `date`, `time`, `timestamp`, `datetime` or `when` field of its content (an
      ISO-8601 string, Unix seconds, or text holding a full date such as "1:56 pm on 8 May,
-     2023"): a conversation turn stored with its session's date;
+     2023"): a conversation turn stored with its session's date. A number over 1e11 is read as
+     milliseconds (JavaScript's `Date.now()`); a time outside the years 1800 to 2099 is no time
+     (the next field, then the text, then `created_at` is taken);
   2. a full date written near the start of its text ("[8 May 2023] Ana: ...", "2023-05-08: ...");
   3. its `created_at`.
 `--since` / `--until` (the wire's `since` / `until`) filter on it, and the relative dates an
@@ -62,6 +64,11 @@ LEADING = 40  # a full date this close to the start of an entry's text is the en
 CACHE = 65_536  # entries whose date phrases are kept parsed
 SCANNED = 4096  # characters of an entry (or a query) read for date phrases
 MAX_MENTIONS = 32  # date phrases kept from one text
+# A number in a time field above this is milliseconds (JavaScript's Date.now()): 1e11 seconds is
+# the year 5138, 1e11 milliseconds is March 1973.
+MILLISECONDS_FROM = 1e11
+FIRST_SECOND = dt.datetime(1800, 1, 1, tzinfo=dt.timezone.utc).timestamp()  # the years the phrases read: 1800-2099
+END_SECOND = dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc).timestamp()
 
 Span = tuple[int, int]  # first and last day (proleptic ordinals), inclusive
 
@@ -406,15 +413,19 @@ def _leading_day(text: str) -> int | None:
 
 
 def _seconds(value: Any) -> float | None:
-    """Unix seconds of a time field: a number of seconds, or an ISO-8601 string (UTC if naive)."""
+    """Unix seconds of a time field: a number of seconds (or of milliseconds, over
+    MILLISECONDS_FROM), or an ISO-8601 string (UTC if naive); None outside the years the module
+    reads (FIRST_SECOND to END_SECOND), which then count as no time field."""
+    seconds = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, str) and 4 <= len(value) <= 64 and value[:4].isdigit():
+        if math.isfinite(value):
+            seconds = value / 1000 if abs(value) > MILLISECONDS_FROM else float(value)
+    elif isinstance(value, str) and 4 <= len(value) <= 64 and value[:4].isdigit():
         try:
-            return _iso_seconds(value)
+            seconds = _iso_seconds(value)
         except (ValueError, OverflowError):
             return None
-    return None
+    return seconds if seconds is not None and FIRST_SECOND <= seconds < END_SECOND else None
 
 
 def _iso_seconds(value: str) -> float:

@@ -174,3 +174,22 @@ def test_the_lexical_query_leaves_out_the_date_phrases_the_time_signal_reads():
     assert ta.undated("What did Ana plant in May 2023?", asked).split() == ["What", "did", "Ana", "plant", "in", "?"]
     assert ta.undated("in May 2023", ta.read_query("in May 2023", now)) == "in May 2023"  # nothing else: whole
     assert ta.undated("we may go", ta.read_query("we may go", now)) == "we may go"  # no date phrase in it
+
+
+def test_a_millisecond_timestamp_is_read_as_milliseconds():
+    """Audit F11: Date.now() (ms) was read as seconds, about the year 55,000."""
+    seconds = dt.datetime(2023, 7, 22, 4, 26, 40, tzinfo=dt.timezone.utc).timestamp()
+    assert seconds == 1690000000
+    assert ta.entry_time({"content": {"timestamp": 1690000000000}, "created_at": 5.0}) == seconds
+    assert ta.entry_time({"content": {"timestamp": 1690000000}, "created_at": 5.0}) == seconds
+    assert ta.entry_time({"content": {"timestamp": 1690000000123.0}, "created_at": 5.0}) == seconds + 0.123
+
+
+@pytest.mark.parametrize(
+    "value", [1690000000000000, 1e18, -1e11 + 1, "0001-01-01", "9999-12-31T00:00:00Z", "2100-01-01", "1799-12-31"]
+)
+def test_an_entry_time_outside_1800_to_2099_falls_back(value):
+    day = dt.datetime(2021, 3, 2, tzinfo=dt.timezone.utc).timestamp()
+    assert ta.entry_time({"content": {"timestamp": value, "text": "hi"}, "created_at": 5.0}) == 5.0
+    assert ta.entry_time({"content": {"timestamp": value, "date": "2021-03-02"}, "created_at": 5.0}) == day
+    assert ta.entry_time({"content": {"when": value, "text": "[2 March 2021] hi"}, "created_at": 5.0}) == day
