@@ -459,9 +459,10 @@ def _day_of(seconds: float) -> dt.date:
 
 def time_bound(value: Any, what: str, now: float) -> float | None:
     """A `since` (start) or `until` (end) bound in Unix seconds, from an ISO-8601 date or time
-    (naive: UTC) or a date phrase ("yesterday", "last week", "3 days ago") read against `now`.
-    A bound naming a day or a longer period covers it whole: `since` is its first instant,
-    `until` the instant after its last (the filter is since <= time < until). None: no bound."""
+    (naive: UTC) or a date phrase ("yesterday", "last week", "3 days ago", "in May 2023", "May")
+    read against `now` (see `_bound_span`). A bound naming a day or a longer period covers it
+    whole: `since` is its first instant, `until` the instant after its last (the filter is
+    since <= time < until). None: no bound."""
     if value is None or value == "":  # an empty field (a client that clears it) is no bound
         return None
     if not isinstance(value, str):
@@ -477,27 +478,72 @@ def time_bound(value: Any, what: str, now: float) -> float | None:
         return _fail(text, what)
 
 
+BOUND_PREPOSITION = r"^(?:back\s+in|in|on|during|since|from|until|till|by|of)\s+"
+
+
 def _bound_span(text: str, now: float) -> Span | None:
-    """The days a bound names when it is a date or a date phrase and nothing else."""
-    low = text.lower()
-    for match in phrases().finditer(low):
-        if match.start() == 0 and match.end() == len(low):
+    """The days a bound names when it is a date or a date phrase and nothing else: any phrase
+    the ranking reads, with or without a leading preposition ("May 2023", "in May 2023", "on 12
+    May"), a month or weekday named alone ("May", "Friday"), an ISO year or month ("2023",
+    "2023-06"). "N days/weeks/months/years ago" (and "in N days") is that one day, not the
+    period around it the ranking reads: `--since "two years ago"` starts two years ago to the day."""
+    low = " ".join(text.lower().split())
+    reference = _day_of(now)
+    for form in _bound_forms(low):
+        span = _whole_phrase(form, reference)
+        if span is not None:
+            return span
+    rest = re.sub(BOUND_PREPOSITION, "", low)
+    if re.fullmatch(_YEAR + r"(?:-(?:1[0-2]|0[1-9]))?", rest):  # "2023", "2023-06"
+        year, month = int(rest[:4]), int(rest[5:7]) if len(rest) > 4 else 0
+        return _month_span(year, month) if month else _year_alone(rest, dt.date(2000, 1, 1), False)[0]
+    return None
+
+
+def _bound_forms(low: str) -> list[str]:
+    """The ways a bound may be read: as written, without its leading preposition, and a month or
+    weekday named alone as "in May" or "on Friday" (the phrases the ranking reads)."""
+    rest = re.sub(BOUND_PREPOSITION, "", low)
+    forms = [low, rest] if rest != low else [low]
+    bare = rest.rstrip(".")
+    if bare in MONTHS:
+        forms.append("in " + MONTH_NAMES[MONTHS[bare] - 1])
+    elif bare in WEEKDAYS:
+        forms.append("on " + bare)
+    return forms
+
+
+def _whole_phrase(form: str, reference: dt.date) -> Span | None:
+    """The days of `form` if one date phrase is all of it."""
+    for match in phrases().finditer(form):
+        if match.start() == 0 and match.end() == len(form):
             kind = match.lastgroup
             try:
-                span, _ = _READERS[kind](low, _day_of(now), False)  # type: ignore[index]
+                if kind in ("ago", "ahead"):
+                    return _one_day_away(match.group(kind), reference)
+                span, _ = _READERS[kind](form, reference, False)  # type: ignore[index]
             except (ValueError, OverflowError):
                 return None
-            return span
-    if re.fullmatch(_YEAR + r"(?:-(?:1[0-2]|0[1-9]))?", text):  # "2023", "2023-06"
-        year, month = int(text[:4]), int(text[5:7]) if len(text) > 4 else 0
-        return _month_span(year, month) if month else _year_alone(text, dt.date(2000, 1, 1), False)[0]
+            return span  # type: ignore[no-any-return]
     return None
+
+
+def _one_day_away(phrase: str, ref: dt.date) -> Span:
+    """The day "N units ago" (or "in N units") names, as a bound: that day, to the day."""
+    from dateutil.relativedelta import relativedelta
+
+    count, unit = _count_unit(phrase.removeprefix("in "))
+    sign = 1 if phrase.startswith("in ") else -1
+    step = relativedelta(years=10 * count) if unit == "decade" else relativedelta(**{unit + "s": count})
+    day = (ref + sign * step).toordinal()
+    return day, day
 
 
 def _fail(text: str, what: str) -> float:
     raise InvalidInput(
         f"{what}: {text!r} is not a date: give an ISO-8601 date or time (2023-06-01, 2023-06-01T09:30:00Z; "
-        "a date alone for years 1800 to 2099) or a phrase such as 'yesterday', 'last week', '3 days ago'",
+        "a date alone for years 1800 to 2099) or a phrase such as 'yesterday', 'last week', '3 days ago', "
+        "'May 2023', 'in May'",
         {"field": what},
     )
 

@@ -73,7 +73,7 @@ def test_entries_without_a_date_are_filtered_by_when_they_were_stored(service):
 
 
 @pytest.mark.parametrize(
-    "bounds", [{"since": "June"}, {"until": "2023-02-30"}, {"since": "2023-06-02", "until": "2023-06-01"}]
+    "bounds", [{"since": "Junember"}, {"until": "2023-02-30"}, {"since": "2023-06-02", "until": "2023-06-01"}]
 )
 def test_bad_bounds_are_invalid_input(service, june, bounds):
     with pytest.raises(InvalidInput):
