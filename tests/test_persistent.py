@@ -391,8 +391,9 @@ def test_templates_take_no_attribute_access_nor_fields_of_plain_values(service, 
 
 def test_the_documented_fields_are_still_accepted(service):
     service.memory_set("theme", "dark", namespace="p")
+    template = "{context.topic.name} {opts.kind} {additional_variables.opts}"
     pm = create(
-        service, "kv", "p", retrieval={"query_template": "{context.topic.name} {opts.kind} {additional_variables.opts}"},
+        service, "kv", "p", retrieval={"query_template": template},
         contribution={"template": "{index}. {key}: {value}"}, additional_variables={"opts": {"kind": "theme"}},
     )  # fmt: skip
     result = service.persistent_memory_retrieve(pm["id"], context={"topic": {"name": "ui"}})

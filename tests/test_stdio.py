@@ -326,7 +326,9 @@ def test_lines_already_in_the_pipe_after_shutdown_are_answered_while_stdin_stays
     proc.stdin.flush()
     assert proc.wait(timeout=60) == 0
     replies = [orjson.loads(x) for x in proc.stdout.read().splitlines()]
-    assert [(r["type"], r["req_id"]) for r in replies] == [("shutdown/resp", "s"), ("error", "late1"), ("error", "late2")]
+    assert [(r["type"], r["req_id"]) for r in replies] == [
+        ("shutdown/resp", "s"), ("error", "late1"), ("error", "late2"),
+    ]  # fmt: skip
     proc.stdin.close()
 
 

@@ -96,9 +96,8 @@ class EpisodeTools:
         reader following the log (`since`, `lastCount`) never misses an event."""
         body = _event(event)
         if agent is not None and body["emitting_agent_id"] != agent:
-            raise Unauthorized(
-                f"event.emitting_agent_id is {body['emitting_agent_id']!r}, but the caller is authenticated as {agent!r}"
-            )
+            named = body["emitting_agent_id"]
+            raise Unauthorized(f"event.emitting_agent_id is {named!r}, but the caller is authenticated as {agent!r}")
         self._episodes(namespace).require(memory_id, "episodic memory")  # a clear error before the lock
         events = self._events(namespace, memory_id)
         events.catch_up()

@@ -82,7 +82,7 @@ def check_template(
         if root in open_names:  # runtime data: the caller's inputs win over a variable of that name
             if fields and root not in objects:
                 takes = ", ".join("{" + n + ".field}" for n in sorted(objects)) or "none"
-                raise InvalidInput(f"{where}: {{{root}}} takes no field ({{{name}}}); placeholders with a field: {takes}")
+                raise InvalidInput(f"{where}: {{{root}}} takes no field ({{{name}}}); fields are taken by: {takes}")
             continue
         if _dig(known, name) is not _MISSING:
             continue
