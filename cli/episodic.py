@@ -83,8 +83,12 @@ def query(
         float | None, typer.Option("--last-minutes", min=0, help="Only events of the last N minutes.")
     ] = None,
     last_count: Annotated[int | None, typer.Option("--last-count", min=0, help="Only the newest N events.")] = None,
-    since: Annotated[str | None, typer.Option("--since", help="ISO 8601 timestamp.")] = None,
-    until: Annotated[str | None, typer.Option("--until", help="ISO 8601 timestamp (inclusive).")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="From this time (ISO 8601, or a date phrase as in retrieve).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Up to this time, inclusive (ISO 8601, or 'yesterday', 'May 2023').")
+    ] = None,
     namespace: Namespace = "default",
     fmt: Format = None,
     fields: Fields = None,

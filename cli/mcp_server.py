@@ -313,7 +313,7 @@ def add_episodic_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
     @tool(True)
     def episodic_memory_append_event(memoryId: MEMORY_ID, event: EVENT, namespace: NS = None) -> Any:
         """Appends a new event to an existing episodic memory."""
-        added = s.episodic_memory_append_event(memoryId, event, namespace=t.ns(namespace))
+        added = s.episodic_memory_append_event(memoryId, event, namespace=t.ns(namespace), agent=t.caller_agent())
         return result(added, f"appended {added['eventId']}")
 
     @tool(False)
@@ -407,7 +407,7 @@ def add_persistent_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         """Creates a new persistent memory configuration with retrieval and contribution settings."""
         made = s.persistent_memory_create(
             label, retrieval, contribution, id, description, inputs_scope, additional_variables, status,
-            namespace=t.ns(namespace),
+            namespace=t.ns(namespace), agent=t.caller_agent(),
         )  # fmt: skip
         return result(made, f"created {made['id']}")
 
@@ -442,8 +442,8 @@ def add_persistent_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
     ) -> Any:
         """Updates an existing persistent memory configuration."""
         updated = s.persistent_memory_update(
-            memory_id, namespace=t.ns(namespace), label=label, description=description, status=status,
-            inputs_scope=inputs_scope, additional_variables=additional_variables, retrieval=retrieval,
+            memory_id, namespace=t.ns(namespace), agent=t.caller_agent(), label=label, description=description,
+            status=status, inputs_scope=inputs_scope, additional_variables=additional_variables, retrieval=retrieval,
             contribution=contribution,
         )  # fmt: skip
         return result(updated, f"updated {memory_id}")

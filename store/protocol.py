@@ -45,6 +45,13 @@ def auth_token(secret: str, agent_id: str) -> str:
     return hmac.new(secret.encode(), agent_id.encode(), hashlib.sha256).hexdigest()
 
 
+def token_matches(given: str, expected: str) -> bool:
+    """Constant-time comparison of the tokens as UTF-8 bytes: `hmac.compare_digest` refuses
+    `str` with non-ASCII characters (TypeError), and any token the client sends must be a plain
+    mismatch, never an internal error. `surrogatepass` keeps even a lone surrogate comparable."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
 class Protocol:
     """One connection's state: its handshake, its sessions, whether it asked to shut down."""
 
@@ -59,7 +66,9 @@ class Protocol:
         self.session_ids: list[str] = []
 
     def handle(self, line: bytes | str) -> dict[str, Any]:
-        """The response to one request line."""
+        """The response to one request line. A leading UTF-8 byte order mark (which some Windows
+        tools write) is not part of the message: without it the line is read as usual."""
+        line = _without_bom(line)
         try:
             data = jsontext.loads(line)
         except orjson.JSONDecodeError as exc:  # e.g. a lone surrogate (\ud800) in some string
@@ -107,7 +116,7 @@ class Protocol:
                 check_name(msg.agent_id, "agent_id")
             except InvalidInput as exc:
                 return self._handshake_refused(exc.message)
-        if self.auth_secret and not hmac.compare_digest(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
+        if self.auth_secret and not token_matches(msg.auth_token, auth_token(self.auth_secret, msg.agent_id)):
             return self._handshake_refused(f"auth_token is not valid for agent {msg.agent_id!r}")
         self.agent_id, self.authenticated = msg.agent_id, True
         metadata = {
@@ -183,12 +192,29 @@ class Protocol:
                 self.service.close_session(memory_id)
 
 
+def _without_bom(line: bytes | str) -> bytes | str:
+    if isinstance(line, bytes):
+        return line.removeprefix(b"\xef\xbb\xbf")
+    return line.removeprefix("\ufeff")
+
+
+def message_id(line: bytes | str) -> str:
+    """The `id` of a request line, as `Protocol.handle` would answer it (for a line the server
+    answers without handling it)."""
+    line = _without_bom(line)
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return request_id(line)
+    return data["id"] if isinstance(data, dict) and isinstance(data.get("id"), str) else ""
+
+
 def request_id(line: bytes | str) -> str:
     """The `id` of a request that cannot be parsed whole (not JSON, or too long to read), when the
     line starts like a message: `{`, then members whose values are plain JSON, `id` among them.
     Only the first ID_SCAN_BYTES are read; the client, which waits on `req_id`, then gets its
     error instead of a timeout. Without a string `id` in that prefix, the answer is ""."""
-    head = line[:ID_SCAN_BYTES]
+    head = _without_bom(line)[:ID_SCAN_BYTES]
     text = head.decode("utf-8", "surrogateescape") if isinstance(head, bytes) else head
     decoder, at = json.JSONDecoder(), _skip_space(text, 0)
     if not text.startswith("{", at):

@@ -3,7 +3,9 @@
 An entry's own time (`entry_time`) is, first found:
   1. a top-level `date`, `time`, `timestamp`, `datetime` or `when` field of its content (an
      ISO-8601 string, Unix seconds, or text holding a full date such as "1:56 pm on 8 May,
-     2023"): a conversation turn stored with its session's date;
+     2023"): a conversation turn stored with its session's date. A number over 1e11 is read as
+     milliseconds (JavaScript's `Date.now()`); a time outside the years 1800 to 2099 is no time
+     (the next field, then the text, then `created_at` is taken);
   2. a full date written near the start of its text ("[8 May 2023] Ana: ...", "2023-05-08: ...");
   3. its `created_at`.
 `--since` / `--until` (the wire's `since` / `until`) filter on it, and the relative dates an
@@ -62,6 +64,11 @@ LEADING = 40  # a full date this close to the start of an entry's text is the en
 CACHE = 65_536  # entries whose date phrases are kept parsed
 SCANNED = 4096  # characters of an entry (or a query) read for date phrases
 MAX_MENTIONS = 32  # date phrases kept from one text
+# A number in a time field above this is milliseconds (JavaScript's Date.now()): 1e11 seconds is
+# the year 5138, 1e11 milliseconds is March 1973.
+MILLISECONDS_FROM = 1e11
+FIRST_SECOND = dt.datetime(1800, 1, 1, tzinfo=dt.timezone.utc).timestamp()  # the years the phrases read: 1800-2099
+END_SECOND = dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc).timestamp()
 
 Span = tuple[int, int]  # first and last day (proleptic ordinals), inclusive
 
@@ -406,15 +413,19 @@ def _leading_day(text: str) -> int | None:
 
 
 def _seconds(value: Any) -> float | None:
-    """Unix seconds of a time field: a number of seconds, or an ISO-8601 string (UTC if naive)."""
+    """Unix seconds of a time field: a number of seconds (or of milliseconds, over
+    MILLISECONDS_FROM), or an ISO-8601 string (UTC if naive); None outside the years the module
+    reads (FIRST_SECOND to END_SECOND), which then count as no time field."""
+    seconds = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, str) and 4 <= len(value) <= 64 and value[:4].isdigit():
+        if math.isfinite(value):
+            seconds = value / 1000 if abs(value) > MILLISECONDS_FROM else float(value)
+    elif isinstance(value, str) and 4 <= len(value) <= 64 and value[:4].isdigit():
         try:
-            return _iso_seconds(value)
+            seconds = _iso_seconds(value)
         except (ValueError, OverflowError):
             return None
-    return None
+    return seconds if seconds is not None and FIRST_SECOND <= seconds < END_SECOND else None
 
 
 def _iso_seconds(value: str) -> float:
@@ -448,9 +459,10 @@ def _day_of(seconds: float) -> dt.date:
 
 def time_bound(value: Any, what: str, now: float) -> float | None:
     """A `since` (start) or `until` (end) bound in Unix seconds, from an ISO-8601 date or time
-    (naive: UTC) or a date phrase ("yesterday", "last week", "3 days ago") read against `now`.
-    A bound naming a day or a longer period covers it whole: `since` is its first instant,
-    `until` the instant after its last (the filter is since <= time < until). None: no bound."""
+    (naive: UTC) or a date phrase ("yesterday", "last week", "3 days ago", "in May 2023", "May")
+    read against `now` (see `_bound_span`). A bound naming a day or a longer period covers it
+    whole: `since` is its first instant, `until` the instant after its last (the filter is
+    since <= time < until). None: no bound."""
     if value is None or value == "":  # an empty field (a client that clears it) is no bound
         return None
     if not isinstance(value, str):
@@ -466,27 +478,72 @@ def time_bound(value: Any, what: str, now: float) -> float | None:
         return _fail(text, what)
 
 
+BOUND_PREPOSITION = r"^(?:back\s+in|in|on|during|since|from|until|till|by|of)\s+"
+
+
 def _bound_span(text: str, now: float) -> Span | None:
-    """The days a bound names when it is a date or a date phrase and nothing else."""
-    low = text.lower()
-    for match in phrases().finditer(low):
-        if match.start() == 0 and match.end() == len(low):
+    """The days a bound names when it is a date or a date phrase and nothing else: any phrase
+    the ranking reads, with or without a leading preposition ("May 2023", "in May 2023", "on 12
+    May"), a month or weekday named alone ("May", "Friday"), an ISO year or month ("2023",
+    "2023-06"). "N days/weeks/months/years ago" (and "in N days") is that one day, not the
+    period around it the ranking reads: `--since "two years ago"` starts two years ago to the day."""
+    low = " ".join(text.lower().split())
+    reference = _day_of(now)
+    for form in _bound_forms(low):
+        span = _whole_phrase(form, reference)
+        if span is not None:
+            return span
+    rest = re.sub(BOUND_PREPOSITION, "", low)
+    if re.fullmatch(_YEAR + r"(?:-(?:1[0-2]|0[1-9]))?", rest):  # "2023", "2023-06"
+        year, month = int(rest[:4]), int(rest[5:7]) if len(rest) > 4 else 0
+        return _month_span(year, month) if month else _year_alone(rest, dt.date(2000, 1, 1), False)[0]
+    return None
+
+
+def _bound_forms(low: str) -> list[str]:
+    """The ways a bound may be read: as written, without its leading preposition, and a month or
+    weekday named alone as "in May" or "on Friday" (the phrases the ranking reads)."""
+    rest = re.sub(BOUND_PREPOSITION, "", low)
+    forms = [low, rest] if rest != low else [low]
+    bare = rest.rstrip(".")
+    if bare in MONTHS:
+        forms.append("in " + MONTH_NAMES[MONTHS[bare] - 1])
+    elif bare in WEEKDAYS:
+        forms.append("on " + bare)
+    return forms
+
+
+def _whole_phrase(form: str, reference: dt.date) -> Span | None:
+    """The days of `form` if one date phrase is all of it."""
+    for match in phrases().finditer(form):
+        if match.start() == 0 and match.end() == len(form):
             kind = match.lastgroup
             try:
-                span, _ = _READERS[kind](low, _day_of(now), False)  # type: ignore[index]
+                if kind in ("ago", "ahead"):
+                    return _one_day_away(match.group(kind), reference)
+                span, _ = _READERS[kind](form, reference, False)  # type: ignore[index]
             except (ValueError, OverflowError):
                 return None
-            return span
-    if re.fullmatch(_YEAR + r"(?:-(?:1[0-2]|0[1-9]))?", text):  # "2023", "2023-06"
-        year, month = int(text[:4]), int(text[5:7]) if len(text) > 4 else 0
-        return _month_span(year, month) if month else _year_alone(text, dt.date(2000, 1, 1), False)[0]
+            return span  # type: ignore[no-any-return]
     return None
+
+
+def _one_day_away(phrase: str, ref: dt.date) -> Span:
+    """The day "N units ago" (or "in N units") names, as a bound: that day, to the day."""
+    from dateutil.relativedelta import relativedelta
+
+    count, unit = _count_unit(phrase.removeprefix("in "))
+    sign = 1 if phrase.startswith("in ") else -1
+    step = relativedelta(years=10 * count) if unit == "decade" else relativedelta(**{unit + "s": count})
+    day = (ref + sign * step).toordinal()
+    return day, day
 
 
 def _fail(text: str, what: str) -> float:
     raise InvalidInput(
         f"{what}: {text!r} is not a date: give an ISO-8601 date or time (2023-06-01, 2023-06-01T09:30:00Z; "
-        "a date alone for years 1800 to 2099) or a phrase such as 'yesterday', 'last week', '3 days ago'",
+        "a date alone for years 1800 to 2099) or a phrase such as 'yesterday', 'last week', '3 days ago', "
+        "'May 2023', 'in May'",
         {"field": what},
     )
 

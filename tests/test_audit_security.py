@@ -577,3 +577,41 @@ def test_a_deleted_namespace_starts_again_from_zero(service, monkeypatch):
     with pytest.raises(MemoryFull):
         limited.memory_set("z", "v", namespace="ns")
     limited.close()
+
+
+def test_mcp_with_a_secret_refuses_configs_and_events_naming_another_agent(home):
+    """Audit F6: `persistent_memory_create(filters={"agent": "agent-b"})` from agent-a's server
+    was accepted and refused only at retrieve; it is now refused at create and update, and an
+    event that says agent-b emitted it is refused too. Codebolt records stay shared by the
+    namespace: agent-a may delete the persistent memory that reads agent-b's tier."""
+    two_agents(home)
+    svc = MemoryService(home)
+    log = svc.episodic_memory_create("shared log", namespace="ns")["memoryId"]
+    svc.close()
+    source = {"source_type": "vectordb", "source_id": "ns"}
+    calls = [
+        ("persistent_memory_create", {"label": "B", "retrieval": {**source, "filters": {"agent": "agent-b"}},
+                                      "contribution": {"format": "text"}, "id": "pm-new"}),
+        ("persistent_memory_update", {"memory_id": "pm-all", "retrieval": {**source, "filters": {"agent": "agent-b"}}}),
+        ("episodic_memory_append_event", {"memoryId": log, "event": {
+            "event_type": "note", "emitting_agent_id": "agent-b", "payload": "forged"}}),
+        ("persistent_memory_create", {"label": "A", "retrieval": {**source, "filters": {"agent": "agent-a"}},
+                                      "contribution": {"format": "text"}, "id": "pm-a"}),
+        ("persistent_memory_update", {"memory_id": "pm-b", "label": "renamed, still reads b"}),
+        ("episodic_memory_append_event", {"memoryId": log, "event": {
+            "event_type": "note", "emitting_agent_id": "agent-a", "payload": "mine"}}),
+        ("persistent_memory_delete", {"memory_id": "pm-b"}),
+    ]  # fmt: skip
+    results = mcp_run(home, ["-n", "ns", "-a", "agent-a"], calls, env={"MEM_AUTH_SECRET": SECRET})
+    for (is_error, text, _), call in zip(results[:3], calls, strict=False):
+        assert is_error and "unauthorized" in text and "agent-b" in text, (call, text)
+    for (is_error, text, _), call in zip(results[3:], calls[3:], strict=True):
+        assert not is_error, (call, text)
+    svc = MemoryService(home)
+    try:
+        assert sorted(pm["id"] for pm in svc.persistent_memory_list(namespace="ns")) == ["pm-a", "pm-all"]
+        assert svc.persistent_memory_get("pm-all", namespace="ns")["retrieval"]["filters"] == {}
+        events = svc.episodic_memory_query_events(log, namespace="ns")
+        assert [(e["emitting_agent_id"], e["payload"]) for e in events] == [("agent-a", "mine")]
+    finally:
+        svc.close()

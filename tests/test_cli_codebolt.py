@@ -84,6 +84,9 @@ def test_episodic_commands(home):
     assert len(rows(mem("episodic", "query", "--swarm", "s1", "--last-count", "1"))) == 1
     assert len(rows(mem("episodic", "query", mid, "--tag", "ui", "--last-minutes", "5"))) == 1
     assert mem("episodic", "query").exit_code == 2
+    assert len(rows(mem("episodic", "query", mid, "--since", "yesterday", "--until", "tomorrow"))) == 2
+    backwards = mem("episodic", "query", mid, "--since", "tomorrow", "--until", "yesterday")
+    assert backwards.exit_code == 4 and "until" in backwards.output  # as `mem retrieve` refuses it
     assert [r["event_type"] for r in rows(mem("episodic", "event-types", mid))] == ["user_action", "message"]
     assert one(mem("episodic", "rename", mid, "Renamed"))["title"] == "Renamed"
     assert one(mem("episodic", "get", mid))["eventCount"] == 2

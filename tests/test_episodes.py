@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from a2e_mem import clock
-from a2e_mem.errors import Conflict, InvalidInput, NotFound
+from a2e_mem.errors import Conflict, InvalidInput, NotFound, Unauthorized
 
 
 def event(kind="user_action", agent="agent-123", **extra):
@@ -53,9 +53,9 @@ def test_query_filters_combine(service):
     assert newest[-1]["timestamp"] == service.episodic_memory_query_events(memory_id=mid)[-1]["timestamp"]
     assert len(q(event_type="a", last_count=2)) == 2
     with pytest.raises(InvalidInput):
-        q(since="yesterday")
+        q(since="the other day")
     with pytest.raises(InvalidInput):
-        q(until="tomorrow")
+        q(until="soon")
     with pytest.raises(InvalidInput):
         service.episodic_memory_query_events()
 
@@ -177,3 +177,32 @@ def test_memory_id_and_swarm_id_together_are_refused(service):
         service.episodic_memory_query_events(memory_id=mid, swarm_id="other")
     with pytest.raises(InvalidInput, match="not both"):
         service.episodic_memory_get_event_types(memory_id=mid, swarm_id="s")
+
+
+def test_an_authenticated_caller_appends_only_events_it_emitted(service):
+    """Audit F6: under auth, `emitting_agent_id` must be the caller's agent (unchecked without auth)."""
+    mid = service.episodic_memory_create("log")["memoryId"]
+    with pytest.raises(Unauthorized, match="'bob'"):
+        service.episodic_memory_append_event(mid, event(agent="bob"), agent="alice")
+    service.episodic_memory_append_event(mid, event(agent="alice"), agent="alice")
+    service.episodic_memory_append_event(mid, event(agent="bob"))  # no auth: what the caller says
+    assert [e["emitting_agent_id"] for e in service.episodic_memory_query_events(mid)] == ["alice", "bob"]
+
+
+def test_query_bounds_are_read_as_retrieve_reads_them_and_an_empty_window_is_refused(service):
+    """Audit F10: `since`/`until` took ISO only, and since after until silently returned nothing."""
+    mid = service.episodic_memory_create("log")["memoryId"]
+    for days_ago in (3, 1, 0):
+        clock.set_offset(-days_ago * 86400)
+        service.episodic_memory_append_event(mid, event(payload=f"{days_ago} days ago"))
+    clock.set_offset(0)
+    q = lambda **f: [e["payload"] for e in service.episodic_memory_query_events(memory_id=mid, **f)]  # noqa: E731
+    assert q(since="yesterday") == ["1 days ago", "0 days ago"]
+    assert q(since="2 days ago", until="yesterday") == ["1 days ago"]
+    assert q(until="yesterday") == ["3 days ago", "1 days ago"]
+    today = service.episodic_memory_query_events(memory_id=mid)[-1]["timestamp"][:10]
+    assert q(since=today, until=today) == ["0 days ago"]  # a date covers its day whole
+    with pytest.raises(InvalidInput, match="until"):
+        q(since="yesterday", until="3 days ago")
+    with pytest.raises(InvalidInput, match="until"):
+        q(since="2023-06-02T00:00:00Z", until="2023-06-01T00:00:00Z")

@@ -265,7 +265,8 @@ def check(reply: dict, expect: dict, line: bytes) -> None:
     assert isinstance(reply.get("req_id"), str) and {"id", "version", "ts"} <= reply.keys(), where
     if reply["type"] == "error":
         assert {"code", "message", "detail", "retryable"} <= reply.keys(), where
-        assert reply["code"] != "runtime_error", where  # bad input is never an internal error
+        # bad input is never an internal error (only a request after `shutdown` is expected to be one)
+        assert reply["code"] != "runtime_error" or expect.get("code") == "runtime_error", where
     found = expect.get("found")
     for name, value in expect.items():
         if name != "found":
@@ -296,9 +297,10 @@ def test_serve_answers_every_line_once_and_valid_messages_still_work(home, monke
     memory_id = setup.init(f"fuzz-{uuid.uuid4().hex}", "fuzz", persist=True).memory_id
     wire = Wire(memory_id)
     sent = [wire.line(case) for case in batch]
-    if shutdown_at_end:  # lines after `shutdown` are never read
+    if shutdown_at_end:  # lines after `shutdown` are answered, not processed
         sent += [(orjson.dumps(request("shutdown", "bye")), {"type": "shutdown/resp", "req_id": "bye"})]
-        sent += [(orjson.dumps(request("ping", "late")), None)]
+        late = {"type": "error", "req_id": "late", "code": "runtime_error", "retryable": True}
+        sent += [(orjson.dumps(request("ping", "late")), late)]
     replies = run_serve(home, [line for line, _ in sent])
     expected = [(line, expect) for line, expect in sent if expect is not None]
     assert len(replies) == len(expected), f"{len(replies)} replies to {len(expected)} non-blank lines"

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from a2e_mem import clock
-from a2e_mem.errors import Conflict, InvalidInput, NotFound
+from a2e_mem.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from a2e_mem.ops.render import count_tokens, fill
 
 
@@ -353,3 +353,67 @@ def test_delete(service):
     assert service.persistent_memory_list() == []
     with pytest.raises(NotFound):
         service.persistent_memory_delete(made["id"])
+
+
+TEMPLATE_ESCAPES = [
+    ({"query_template": "{query.__class__}"}, {}, "'__'"),
+    ({"query_template": "{context.__class__.__init__.__globals__}"}, {}, "'__'"),
+    ({"query_template": "{__class__}"}, {}, "'__'"),
+    ({"query_template": "{additional_variables.__class__}"}, {}, "'__'"),
+    ({"query_template": "{keywords.x}"}, {}, "{keywords} takes no field"),
+    ({"query_template": "{query.upper}"}, {}, "{query} takes no field"),
+    ({"query_template": "{context[0]}"}, {}, "malformed placeholder"),
+    ({}, {"template": "{value.__class__}"}, "'__'"),
+    ({}, {"template": "{value.x}"}, "{value} takes no field"),
+    ({}, {"template": "{index.real}"}, "{index} takes no field"),
+    ({}, {"template": "{value[0]}"}, "malformed placeholder"),
+]
+
+
+@pytest.mark.parametrize(("retrieval", "contribution", "fragment"), TEMPLATE_ESCAPES)
+def test_templates_take_no_attribute_access_nor_fields_of_plain_values(service, retrieval, contribution, fragment):
+    """Audit F16: `{query.__class__}` and `{context.__class__.__init__.__globals__}` were accepted
+    as query templates (and `{value.__class__}` as a contribution template) while `{value.__class__}`
+    was refused in a query template: every template is now checked the same way, at create and update."""
+    with pytest.raises(InvalidInput) as at_create:
+        create(service, "kv", "p", retrieval=retrieval, contribution=contribution)
+    assert fragment in str(at_create.value)
+    assert service.persistent_memory_list() == []
+    pm = create(service, "kv", "p")
+    with pytest.raises(InvalidInput) as at_update:
+        service.persistent_memory_update(
+            pm["id"], retrieval={"source_type": "kv", "source_id": "p", **retrieval},
+            contribution={"format": "json", **contribution},
+        )  # fmt: skip
+    assert fragment in str(at_update.value)
+    assert service.persistent_memory_get(pm["id"])["retrieval"] == pm["retrieval"]
+
+
+def test_the_documented_fields_are_still_accepted(service):
+    service.memory_set("theme", "dark", namespace="p")
+    template = "{context.topic.name} {opts.kind} {additional_variables.opts}"
+    pm = create(
+        service, "kv", "p", retrieval={"query_template": template},
+        contribution={"template": "{index}. {key}: {value}"}, additional_variables={"opts": {"kind": "theme"}},
+    )  # fmt: skip
+    result = service.persistent_memory_retrieve(pm["id"], context={"topic": {"name": "ui"}})
+    assert result["query"] == 'ui theme {"kind":"theme"}'
+    assert result["contribution"] == '["1. theme: dark"]'
+
+
+def test_an_authenticated_caller_cannot_save_a_config_reading_another_agent(service):
+    """Audit F6, in the store: the same refusal as at retrieve, at create and at update."""
+    vectordb = {"source_type": "vectordb", "source_id": "ns"}
+    named_b = {**vectordb, "filters": {"agent": "bob"}}
+    with pytest.raises(Unauthorized, match="'bob'"):
+        service.persistent_memory_create("L", named_b, {"format": "text"}, namespace="ns", agent="alice")
+    assert service.persistent_memory_list(namespace="ns") == []
+    pm = service.persistent_memory_create("L", vectordb, {"format": "text"}, namespace="ns", agent="alice")
+    with pytest.raises(Unauthorized, match="'bob'"):
+        service.persistent_memory_update(pm["id"], namespace="ns", agent="alice", retrieval=named_b)
+    assert service.persistent_memory_get(pm["id"], namespace="ns")["retrieval"]["filters"] == {}
+    own = service.persistent_memory_update(pm["id"], namespace="ns", agent="alice", retrieval={
+        **vectordb, "filters": {"agent": "alice"}})  # fmt: skip
+    assert own["retrieval"]["filters"] == {"agent": "alice"}
+    unauthenticated = service.persistent_memory_create("L", named_b, {"format": "text"}, namespace="ns")
+    assert unauthenticated["retrieval"]["filters"] == {"agent": "bob"}

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from a2e_mem.cli.stdio import serve
-from a2e_mem.protocol import Protocol, auth_token
+from a2e_mem.protocol import Protocol, auth_token, token_matches
 from a2e_mem.service import MemoryService
 
 
@@ -234,3 +234,110 @@ def test_a_reply_that_cannot_be_encoded_still_answers_its_request(home, monkeypa
     replies = [orjson.loads(x) for x in out.getvalue().splitlines()]
     assert [(r["type"], r["req_id"]) for r in replies] == [("error", "p1"), ("handshake/resp", "h1")]
     assert replies[0]["code"] == "runtime_error"
+
+
+@pytest.mark.parametrize("token", ["é", "\u00e9" * 64, "tok\u2603en"])
+def test_a_non_ascii_auth_token_is_refused_and_unauthenticates_the_connection(service, token):
+    """Audit F5: `hmac.compare_digest` raised TypeError on a non-ASCII str, the handshake got a
+    runtime_error and the connection stayed authenticated as the earlier agent."""
+    proto = Protocol(service, auth_secret="s3cret")
+    assert call(proto, "handshake/req", agent_id="alice", auth_token=auth_token("s3cret", "alice"))["ok"] is True
+    refused = call(proto, "handshake/req", id="hb", agent_id="bob", auth_token=token)
+    assert refused["type"] == "handshake/resp" and refused["req_id"] == "hb" and refused["ok"] is False
+    assert "auth_token" in refused["reason"]
+    assert call(proto, "memory/init/req", namespace="ns")["code"] == "unauthorized"
+
+
+def test_token_comparison_takes_any_string():
+    assert token_matches("\ud800", "abc") is False and token_matches("é", "é") is True
+
+
+def test_requests_after_shutdown_are_each_answered_and_not_processed(home, monkeypatch):
+    """Audit F15a: lines piped after `shutdown` got no response at all."""
+    monkeypatch.setenv("MEM_MAX_LINE_BYTES", "1000")
+    lines = [
+        orjson.dumps(msg("ping", id="a")),
+        orjson.dumps(msg("shutdown", id="s", timeout=5)),
+        orjson.dumps(msg("memory/init/req", id="late-init", namespace="after")),
+        b"",
+        b"{not json",
+        b'{"id": "long", "pad": "' + b"x" * 5000 + b'"}',
+        orjson.dumps(msg("ping", id="late-ping")),
+    ]
+    out = io.BytesIO()
+    svc = MemoryService(home)
+    serve(svc, io.BytesIO(b"\n".join(lines) + b"\n"), out)
+    replies = [orjson.loads(x) for x in out.getvalue().splitlines()]
+    assert [(r["type"], r["req_id"]) for r in replies] == [
+        ("pong", "a"), ("shutdown/resp", "s"), ("error", "late-init"), ("error", ""), ("error", "long"),
+        ("error", "late-ping"),
+    ]  # fmt: skip
+    for late in replies[2:]:
+        assert late["code"] == "runtime_error" and late["retryable"] is True and "shutting down" in late["message"]
+    assert "after" not in MemoryService(home).backend.namespaces()
+
+
+def test_piped_lines_after_shutdown_get_one_reply_each_from_the_binary(home):
+    lines = [msg("ping", id="p1"), msg("shutdown", id="s"), *(msg("ping", id=f"late{i}") for i in range(4))]
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"],
+        input=b"".join(orjson.dumps(x) + b"\n" for x in lines),
+        capture_output=True,
+        env={**os.environ, "MEM_HOME": str(home)},
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    replies = [orjson.loads(x) for x in proc.stdout.splitlines()]
+    assert [r["req_id"] for r in replies] == ["p1", "s", "late0", "late1", "late2", "late3"]
+    assert [r["type"] for r in replies] == ["pong", "shutdown/resp", "error", "error", "error", "error"]
+
+
+@pytest.mark.parametrize("timeout", ["soon", [], {}, None])
+def test_a_shutdown_with_a_bad_timeout_is_refused_and_the_server_keeps_serving(home, timeout):
+    """Audit F15c: `timeout` is advisory, but a malformed one is a schema_violation like any field."""
+    lines = [msg("shutdown", id="bad", timeout=timeout), msg("ping", id="p"), msg("shutdown", id="s"), msg("ping")]
+    out = io.BytesIO()
+    serve(MemoryService(home), io.BytesIO(b"".join(orjson.dumps(x) + b"\n" for x in lines)), out)
+    replies = [orjson.loads(x) for x in out.getvalue().splitlines()]
+    assert [(r["type"], r["req_id"]) for r in replies[:3]] == [("error", "bad"), ("pong", "p"), ("shutdown/resp", "s")]
+    assert replies[0]["code"] == "schema_violation" and replies[0]["detail"]["errors"][0]["loc"] == ["timeout"]
+    assert replies[3]["code"] == "runtime_error"  # after the real shutdown
+
+
+def test_a_leading_byte_order_mark_is_not_part_of_the_message(proto):
+    """Audit F15b: a line starting with a UTF-8 BOM got req_id "" although it had an `id`."""
+    bom = b"\xef\xbb\xbf"
+    pong = proto.handle(bom + orjson.dumps(msg("ping", id="b1")))
+    assert (pong["type"], pong["req_id"]) == ("pong", "b1")
+    assert proto.handle("\ufeff" + orjson.dumps(msg("ping", id="b2")).decode())["req_id"] == "b2"
+    broken = proto.handle(bom + b'{"id": "b3", "type": "ping", ')
+    assert broken["code"] == "parse_error" and broken["req_id"] == "b3"
+
+
+def test_lines_already_in_the_pipe_after_shutdown_are_answered_while_stdin_stays_open(home):
+    """The server does not wait for end of input after `shutdown` (the SDK client may keep
+    stdin open): it answers what is already in the pipe, then exits."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        env={**os.environ, "MEM_HOME": str(home)},
+    )  # fmt: skip
+    burst = [msg("shutdown", id="s"), msg("ping", id="late1"), msg("ping", id="late2")]
+    proc.stdin.write(b"".join(orjson.dumps(x) + b"\n" for x in burst))  # one write, under PIPE_BUF: arrives whole
+    proc.stdin.flush()
+    assert proc.wait(timeout=60) == 0
+    replies = [orjson.loads(x) for x in proc.stdout.read().splitlines()]
+    assert [(r["type"], r["req_id"]) for r in replies] == [
+        ("shutdown/resp", "s"), ("error", "late1"), ("error", "late2"),
+    ]  # fmt: skip
+    proc.stdin.close()
+
+
+@pytest.mark.parametrize("chunk", [3, 1 << 16])
+def test_the_line_reader_keeps_the_size_limit_and_the_last_line(monkeypatch, chunk):
+    from a2e_mem.cli import stdio
+
+    monkeypatch.setattr(stdio, "CHUNK", chunk)
+    data = b"a" * 10 + b"\n" + b"b" * 11 + b"\n" + b"c\r\n" + b"d" * 25 + b"\n" + b"\n" + b"tail"
+    got = list(stdio.LineReader(io.BytesIO(data), 10))
+    assert got[0] == b"a" * 10 and got[1].head == b"b" * 11 and got[2] == b"c" and got[3].head == b"d" * 11
+    assert got[4:] == [b"", b"tail"]

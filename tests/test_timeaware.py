@@ -174,3 +174,73 @@ def test_the_lexical_query_leaves_out_the_date_phrases_the_time_signal_reads():
     assert ta.undated("What did Ana plant in May 2023?", asked).split() == ["What", "did", "Ana", "plant", "in", "?"]
     assert ta.undated("in May 2023", ta.read_query("in May 2023", now)) == "in May 2023"  # nothing else: whole
     assert ta.undated("we may go", ta.read_query("we may go", now)) == "we may go"  # no date phrase in it
+
+
+def test_a_millisecond_timestamp_is_read_as_milliseconds():
+    """Audit F11: Date.now() (ms) was read as seconds, about the year 55,000."""
+    seconds = dt.datetime(2023, 7, 22, 4, 26, 40, tzinfo=dt.timezone.utc).timestamp()
+    assert seconds == 1690000000
+    assert ta.entry_time({"content": {"timestamp": 1690000000000}, "created_at": 5.0}) == seconds
+    assert ta.entry_time({"content": {"timestamp": 1690000000}, "created_at": 5.0}) == seconds
+    assert ta.entry_time({"content": {"timestamp": 1690000000123.0}, "created_at": 5.0}) == seconds + 0.123
+
+
+@pytest.mark.parametrize(
+    "value", [1690000000000000, 1e18, -1e11 + 1, "0001-01-01", "9999-12-31T00:00:00Z", "2100-01-01", "1799-12-31"]
+)
+def test_an_entry_time_outside_1800_to_2099_falls_back(value):
+    day = dt.datetime(2021, 3, 2, tzinfo=dt.timezone.utc).timestamp()
+    assert ta.entry_time({"content": {"timestamp": value, "text": "hi"}, "created_at": 5.0}) == 5.0
+    assert ta.entry_time({"content": {"timestamp": value, "date": "2021-03-02"}, "created_at": 5.0}) == day
+    assert ta.entry_time({"content": {"when": value, "text": "[2 March 2021] hi"}, "created_at": 5.0}) == day
+
+
+NOV_30 = dt.datetime(2026, 11, 30, 15, 0, tzinfo=dt.timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize(
+    "value, since, until",
+    [
+        ("in May 2023", "2023-05-01", "2023-06-01"),
+        ("May", "2026-05-01", "2026-06-01"),
+        ("on 12 May", "2026-05-12", "2026-05-13"),
+        ("Sept.", "2026-09-01", "2026-10-01"),
+        ("December", "2025-12-01", "2026-01-01"),  # the latest December not after now
+        ("Friday", "2026-11-27", "2026-11-28"),
+        ("during last summer", "2026-06-01", "2026-09-01"),
+        ("since May 8, 2023", "2023-05-08", "2023-05-09"),
+        ("back in 2023", "2023-01-01", "2024-01-01"),
+        ("by 2023-06", "2023-06-01", "2023-07-01"),
+        ("two years ago", "2024-11-30", "2024-12-01"),  # the day, not the calendar year 2024
+        ("3 months ago", "2026-08-30", "2026-08-31"),
+        ("a decade ago", "2016-11-30", "2016-12-01"),
+        ("last year", "2025-01-01", "2026-01-01"),  # a period stays a period
+        ("in 2023", "2023-01-01", "2024-01-01"),
+    ],
+)
+def test_bounds_read_the_phrases_of_the_ranking_with_or_without_a_preposition(value, since, until):
+    """Audit F10: "in May 2023", "May" and "on 12 May" were refused as bounds, and "two years
+    ago" meant the whole calendar year."""
+
+    def utc(text):
+        return dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc).timestamp()
+
+    assert (ta.time_bound(value, "since", NOV_30), ta.time_bound(value, "until", NOV_30)) == (utc(since), utc(until))
+
+
+READ_BY_THE_RANKING = [
+    "2023-05-08", "8 May 2023", "8th of May", "May 8", "May 8, 2023", "May 2023", "May, 2023", "two weeks ago",
+    "a few years before", "in 3 days", "last summer", "this month", "earlier this year", "next weekend",
+    "last Friday", "on Friday", "in May", "back in March", "mid-May", "early June", "in 2023", "since 2019",
+    "yesterday", "the day before yesterday", "this morning",
+]  # fmt: skip
+PREPOSITIONS = ["", "in ", "on ", "during ", "since ", "from ", "until ", "by ", "of ", "back in "]
+
+
+@pytest.mark.parametrize("phrase", READ_BY_THE_RANKING)
+def test_every_phrase_the_ranking_reads_is_a_bound_after_any_preposition(phrase):
+    (read,) = ta.mentions(phrase, dt.date(2026, 11, 30), query=True)
+    assert read.text == phrase  # the ranking reads the whole phrase
+    for preposition in PREPOSITIONS:
+        bound = preposition + phrase
+        assert ta.time_bound(bound, "since", NOV_30) < ta.time_bound(bound, "until", NOV_30), bound

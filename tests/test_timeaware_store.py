@@ -73,7 +73,7 @@ def test_entries_without_a_date_are_filtered_by_when_they_were_stored(service):
 
 
 @pytest.mark.parametrize(
-    "bounds", [{"since": "June"}, {"until": "2023-02-30"}, {"since": "2023-06-02", "until": "2023-06-01"}]
+    "bounds", [{"since": "Junember"}, {"until": "2023-02-30"}, {"since": "2023-06-02", "until": "2023-06-01"}]
 )
 def test_bad_bounds_are_invalid_input(service, june, bounds):
     with pytest.raises(InvalidInput):
@@ -197,3 +197,16 @@ def test_a_checkpoint_older_than_the_time_column_dates_its_records_from_their_co
         assert ids(found) == ["jul"] and found["total"] == 1
     finally:
         fresh.close()
+
+
+def test_a_millisecond_timestamp_is_inside_its_window_and_not_the_newest(service):
+    """Audit F11, through retrieve: `{"timestamp": 1690000000000}` (2023-07-22, in ms) fell
+    outside every window and ranked as the newest for a "now" question."""
+    s = service.scope("ns", "agent")
+    service.store(s, [
+        {"key": {"id": "ms"}, "content": {"text": "I work as a nurse at the clinic", "timestamp": 1690000000000},
+         "tier": "semantic"},
+        turn("new", "I work as a nurse at the clinic", "2024-05-20"),
+    ])  # fmt: skip
+    assert ids(service.retrieve(s, since="2023-07-22", until="2023-07-23")) == ["ms"]
+    assert ids(service.retrieve(s, query="Where does Ana work now as a nurse?"))[0] == "new"

@@ -13,8 +13,10 @@
   the store. Each memory's events are one collection, so appending costs one journal line however
   long the log is.
 - `query_events` filters combine with AND: `event_type`, `emitting_agent_id`, `team_id`, `tags`
-  (any of), `since` (ISO 8601, inclusive), `lastMinutes`; results are oldest first (newest last),
-  and `lastCount` keeps the newest N of them.
+  (any of), `since` and `until` (both inclusive; read as `mem retrieve` reads them: an ISO 8601
+  time is that instant, a date or a phrase such as "yesterday" or "in May 2023" covers its days
+  whole, see `timeaware.time_bound`; an `until` before `since` is refused), `lastMinutes`; results
+  are oldest first (newest last), and `lastCount` keeps the newest N of them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import uuid
 from typing import Any
 
 from .. import clock
-from ..errors import Conflict, InvalidInput, refuse_unknown
+from ..errors import Conflict, InvalidInput, Unauthorized, refuse_unknown
+from ..timeaware import time_bound
 from ..timefmt import iso
 from .documents import new_memory_id, newest_first, page, public
 from .filters import matches, parse_time, path_lookup, validate
@@ -80,14 +83,21 @@ class EpisodeTools:
     def episodic_memory_get(self, memory_id: str, namespace: str = "default") -> Doc:
         return self._with_count(self._episodes(namespace).require(memory_id, "episodic memory"), namespace)
 
-    def episodic_memory_append_event(self, memory_id: str, event: Any, namespace: str = "default") -> Doc:
-        """Append `event` to memory `memory_id`; refused if the memory is archived.
+    def episodic_memory_append_event(
+        self, memory_id: str, event: Any, namespace: str = "default", agent: str | None = None
+    ) -> Doc:
+        """Append `event` to memory `memory_id`; refused if the memory is archived. `agent`: the
+        caller's agent when it is authenticated; an event it says another agent emitted is refused
+        (`unauthorized`), so that under auth `emitting_agent_id` is who really appended it.
 
         The event's timestamp and id are taken under the namespace's lock, never before those of
         the log's last event: the log's order is the order appends were acknowledged, even when
         appenders race or a machine's clock is behind (its event gets the last one's time), so a
         reader following the log (`since`, `lastCount`) never misses an event."""
         body = _event(event)
+        if agent is not None and body["emitting_agent_id"] != agent:
+            named = body["emitting_agent_id"]
+            raise Unauthorized(f"event.emitting_agent_id is {named!r}, but the caller is authenticated as {agent!r}")
         self._episodes(namespace).require(memory_id, "episodic memory")  # a clear error before the lock
         events = self._events(namespace, memory_id)
         events.catch_up()
@@ -120,7 +130,9 @@ class EpisodeTools:
         `until` (an extension of the codebolt tool, for the CLI and `mem ui`) keeps the events up
         to that time, inclusive; `lastCount` then takes the newest of those."""
         cutoff = _cutoff(last_minutes, since)
-        end = _bound(until, "until")
+        end = _until(until)
+        if cutoff is not None and end is not None and end <= cutoff:
+            raise InvalidInput("until must not be before since", {"field": "until"})
         found = []
         for mid in self._memory_ids(memory_id, swarm_id, namespace):
             for event in self._events(namespace, mid).all():
@@ -268,25 +280,23 @@ def _cutoff(last_minutes: float | None, since: str | None) -> float | None:
         if not isinstance(last_minutes, (int, float)) or last_minutes < 0:
             raise InvalidInput("lastMinutes must be a number >= 0")
         bounds.append(clock.now() - 60 * last_minutes)
-    if since is not None:
-        start = parse_time(since)
-        if start is None:
-            raise InvalidInput(f"since must be an ISO 8601 timestamp, not {since!r}")
+    start = time_bound(since, "since", clock.now())
+    if start is not None:
         bounds.append(start)
     return max(bounds) if bounds else None
 
 
-def _bound(value: str | None, name: str) -> float | None:
-    if value is None:
-        return None
-    when = parse_time(value)
-    if when is None:
-        raise InvalidInput(f"{name} must be an ISO 8601 timestamp, not {value!r}")
-    return when
+def _until(value: str | None) -> float | None:
+    """The end of the events kept, exclusive: an instant (`2023-06-01T09:30:00Z`) is inclusive,
+    so the end is just after it; a day or a period ("2023-06-01", "yesterday") is kept whole."""
+    end = time_bound(value, "until", clock.now())
+    if end is not None and end == time_bound(value, "since", clock.now()):  # an instant, not a span of days
+        end += 1e-3
+    return end
 
 
 def _before(event: Doc, end: float | None) -> bool:
-    return end is None or (parse_time(event["timestamp"]) or 0) <= end + 1e-3
+    return end is None or (parse_time(event["timestamp"]) or 0) < end
 
 
 def _keep(event: Doc, cutoff: float | None, tags: list[str] | None, *equal: str | None) -> bool:

@@ -123,8 +123,11 @@ class PersistentTools:
         additional_variables: dict[str, Any] | None = None,
         status: str = "active",
         namespace: str = "default",
+        agent: str | None = None,
     ) -> Doc:
-        """Create a configuration (`id` generated unless given; an existing id is refused)."""
+        """Create a configuration (`id` generated unless given; an existing id is refused).
+        `agent`: the caller's agent when it is authenticated; a configuration that names another
+        agent's episodic tier is refused, as its retrieval would be (see `persistent_memory_retrieve`)."""
         from .documents import new_memory_id
 
         fields = {
@@ -133,6 +136,7 @@ class PersistentTools:
             "retrieval": retrieval, "contribution": contribution, "status": status,
         }  # fmt: skip
         doc = _validated({k: v for k, v in fields.items() if v is not None})  # missing: "Field required"
+        _check_agent(doc["retrieval"], agent)
         self._check_source(doc["retrieval"], namespace)
         configs = self._configs(namespace)
         with self.backend.lock(namespace):
@@ -163,9 +167,12 @@ class PersistentTools:
         ]
         return page(newest_first(found, "created_at"), limit, offset)
 
-    def persistent_memory_update(self, memory_id: str, namespace: str = "default", **changes: Any) -> Doc:
+    def persistent_memory_update(
+        self, memory_id: str, namespace: str = "default", agent: str | None = None, **changes: Any
+    ) -> Doc:
         """Change the given fields (label, description, status, inputs_scope,
-        additional_variables, retrieval, contribution); the others are kept."""
+        additional_variables, retrieval, contribution); the others are kept. `agent` as at create:
+        a new `retrieval` naming another agent's episodic tier is refused."""
         allowed = set(Config.model_fields) - {"id"}
         unknown = set(changes) - allowed
         if unknown:
@@ -176,6 +183,7 @@ class PersistentTools:
             base = {k: old[k] for k in Config.model_fields}
             doc = _validated({**base, **given})
             if "retrieval" in given:
+                _check_agent(doc["retrieval"], agent)
                 self._check_source(doc["retrieval"], namespace)
             return {**doc, "created_at": old["created_at"], "updated_at": iso(clock.now())}
 
@@ -414,11 +422,17 @@ def _check_templates(config: Doc) -> None:
     query_template = config["retrieval"]["query_template"]
     if query_template:
         known = {**variables, "additional_variables": variables}
-        check_template(query_template, "retrieval.query_template", set(QUERY_INPUTS), known)
+        check_template(query_template, "retrieval.query_template", set(QUERY_INPUTS), known, frozenset({"context"}))
     line_template = config["contribution"]["template"]
     if line_template:
         fields = {*ITEM_FIELDS[config["retrieval"]["source_type"]], "index"}
         check_template(line_template, "contribution.template", fields, {})
+
+
+def _check_agent(retrieval: Doc, agent: str | None) -> None:
+    """Refuse at create and update what retrieval by `agent` (authenticated) would refuse."""
+    if agent is not None and retrieval["source_type"] == "vectordb":
+        _as_agent(retrieval, agent)
 
 
 def _as_agent(retrieval: Doc, agent: str) -> Doc:

@@ -5,7 +5,9 @@ they are, lists joined by ", ", objects as compact JSON, a missing field of runt
 `{context.topic}` by nothing), `{{` and `}}` are literal braces. Nothing is evaluated, so a
 template from an untrusted configuration cannot run code or reach attributes. Templates are
 checked when a configuration is saved (`check_template`): a lone brace, a placeholder that is not
-a name, or a name the template's place does not offer is refused then, not rendered as nothing.
+a name, a name the template's place does not offer, a field below a value that is not a JSON
+object (`{query.x}`, `{value.x}`) and any part starting with `__` are refused then, not rendered
+as nothing.
 
 A contribution is bounded by whole items: each item, best first, is kept if the rendered text
 still fits `max_tokens` with it, else dropped (so a long item does not hide shorter ones after
@@ -65,12 +67,24 @@ def placeholders(template: str, where: str = "template") -> list[str]:
     return found
 
 
-def check_template(template: str, where: str, open_names: set[str], known: dict[str, Any]) -> None:
-    """Refuse a placeholder the template cannot fill: its first name must be one of `open_names`
-    (runtime data: any field below it is accepted) or a path into the static values `known`."""
+def check_template(
+    template: str, where: str, open_names: set[str], known: dict[str, Any], objects: frozenset[str] = frozenset()
+) -> None:
+    """Refuse a placeholder the template cannot fill. A placeholder is one of `open_names`
+    (runtime data), or a path into the static values `known`; only the names in `objects` (runtime
+    JSON objects, such as a query's `context`) take a field below them (`{context.topic}`). No
+    part may start with `__`: a dotted name is a JSON key, never a Python attribute, and a
+    template that looks like one (`{query.__class__}`) is refused rather than rendered as nothing."""
     for name in placeholders(template, where):
-        root = name.split(".")[0]
-        if root in open_names or _dig(known, name) is not _MISSING:
+        root, *fields = name.split(".")
+        if any(part.startswith("__") for part in (root, *fields)):
+            raise InvalidInput(f"{where}: {{{name}}}: a placeholder part may not start with '__' (no attribute access)")
+        if root in open_names:  # runtime data: the caller's inputs win over a variable of that name
+            if fields and root not in objects:
+                takes = ", ".join("{" + n + ".field}" for n in sorted(objects)) or "none"
+                raise InvalidInput(f"{where}: {{{root}}} takes no field ({{{name}}}); fields are taken by: {takes}")
+            continue
+        if _dig(known, name) is not _MISSING:
             continue
         allowed = ", ".join("{" + n + "}" for n in sorted(open_names | set(known)))
         raise InvalidInput(f"{where}: unknown placeholder {{{name}}}; allowed: {allowed}")
