@@ -181,7 +181,7 @@ def run(
                 gen = shard.seg_gen + 1
                 shard.journals.append(Journal.create(folder / WAL.format(gen), gen, shard.record()))
             frozen = None
-            if shard.journals and (force or shard.pending_bytes()):
+            if first < len(shard.segs) or (_holds_writes(shard) and (force or shard.pending_bytes())):
                 frozen = _freeze(shard, folder)
         if frozen is not None:
             try:
@@ -204,12 +204,17 @@ def _first_rewritten(shard: Shard, now: float, full: bool) -> int:
     """The first segment a purge (or with `full`, `mem gc`) rewrites: the oldest one holding a
     record that is shadowed, deleted or expired (all of them for `full`, unless the shard is one
     clean segment); `len(shard.segs)` for none."""
-    if full and (len(shard.segs) > 1 or (shard.segs and shard.journals)):
+    if full and (len(shard.segs) > 1 or (shard.segs and _holds_writes(shard))):
         return 0
     for i, seg in enumerate(shard.segs):
         if shard.tombs[i] or shard.dead[i].any() or (seg.expires <= now).any():
             return i
     return len(shard.segs)
+
+
+def _holds_writes(shard: Shard) -> bool:
+    """Whether the journals hold an operation (not only the header of a journal just started)."""
+    return any(not journal.blank() for journal in shard.journals)
 
 
 def _freeze(shard: Shard, folder: Path) -> int:
@@ -310,7 +315,7 @@ def plan_merge(sizes: list[int], floor: float = 0.0) -> tuple[int, int] | None:
         start = len(sizes)
         while start > 0 and tiers[start - 1] <= tier:
             start -= 1
-        if len(sizes) - start >= FANOUT:
+        if tiers[start:].count(tier) >= FANOUT:  # with the smaller ones after them
             return start, len(sizes)
     if len(sizes) > MAX_SEGMENTS:
         pair = min(range(len(sizes) - 1), key=lambda i: sizes[i] + sizes[i + 1])
