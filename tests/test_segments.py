@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import orjson
@@ -375,7 +376,8 @@ def test_doctor_checks_every_segment_and_repair_salvages_each(home, no_merges):
     repaired = service(home).doctor(repair=True)
     assert repaired[-1]["lost"] == 0
     fresh = service(home)
-    keys = sorted(e["key"]["k"] for e in fresh.retrieve(fresh.scope("proj", "alice"), tier="semantic", limit=50)["entries"])
+    listed = fresh.retrieve(fresh.scope("proj", "alice"), tier="semantic", limit=50)["entries"]
+    keys = sorted(e["key"]["k"] for e in listed)
     assert keys == [n for n in range(20) if n != 2]
     assert fresh.doctor() == []
 
@@ -411,8 +413,6 @@ def test_gc_counts_what_it_did_and_waits_for_a_running_builder(home):
 
         def release_after_waiting(done, total):
             seen.append((done, total))
-
-        import threading
 
         releaser = threading.Timer(0.5, lambda: (holder.stdin.write("\n"), holder.stdin.flush()))
         releaser.start()
