@@ -214,15 +214,17 @@ class DeltaLexicon:
             del self.postings[term][slot]
 
     def df(self, term: str, alive: np.ndarray | None = None) -> int:
-        """Slots holding `term` (only those `alive` allows, when given)."""
+        """Slots holding `term` (only those `alive` allows, when given). The slots `alive` refuses
+        are few (expired records; freed slots hold no postings): those are the ones looked at."""
         slots = self.postings.get(term, {})
-        if alive is None:
+        if alive is None or not slots:
             return len(slots)
-        return sum(1 for slot in slots if alive[slot])
+        return len(slots) - sum(1 for slot in np.flatnonzero(~alive) if int(slot) in slots)
 
     def live_length(self, alive: np.ndarray) -> float:
         """Total length of the slots `alive` allows."""
-        return float(sum(n for slot, n in self.doclen.items() if alive[slot]))
+        dead = (self.doclen.get(int(slot), 0) for slot in np.flatnonzero(~alive))
+        return float(self.total_len - sum(dead))
 
     def scores(self, weights: dict[str, float], avgdl: float, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Dense BM25 scores (float64) for slots 0..size-1, and the slots where a query term occurs."""
