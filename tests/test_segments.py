@@ -424,3 +424,46 @@ def test_gc_counts_what_it_did_and_waits_for_a_running_builder(home):
     assert report == {"shards": 1, "checkpointed_shards": 1, "merges": 0, "waited_for_running": 1}
     assert seen == [(1, 1)]
     assert svc.backend.collect() == {"shards": 1, "checkpointed_shards": 0, "merges": 0, "waited_for_running": 0}
+
+
+def test_a_store_written_before_segments_opens_unchanged(home):
+    """A store of the version before segments: one `seg-<gen>` whose postings hold each term's
+    BM25 part computed with that segment's own average length (`lex_part.npy`) and no
+    tombstones. It opens, ranks as before, and takes new segments on top."""
+    import numpy as np
+
+    from a2e_mem.backends.files.integrity import read_manifest, write_manifest
+    from a2e_mem.lexical import K1, B
+
+    svc = service(home)
+    scope = svc.scope("proj", "alice")
+    for n in range(30):
+        put(svc, scope, n, n)
+    svc.checkpoint(force=True)
+    before = answers(svc, scope)
+    (seg,) = shard_of(svc).folder.glob("seg-*")
+    assert seg.name == "seg-00000001"
+    doclen = np.load(seg / "doclen.npy")
+    rows, tf = np.load(seg / "lex_rows.npy"), np.load(seg / "lex_tf.npy")
+    avgdl = max(float(doclen.mean()), 1.0)
+    part = tf * (K1 + 1) / (tf + K1 * (1 - B + B * doclen[rows] / avgdl))  # as the older version wrote it
+    np.save(seg / "lex_part.npy", part.astype(np.float32))
+    (seg / "lex_tf.npy").unlink()
+    (seg / "tombs.json").unlink()
+    manifest = read_manifest(seg)
+    (seg / "manifest.json").unlink()
+    write_manifest(seg, {"meta": manifest["meta"], "shard": manifest["shard"]})
+    for path in seg.iterdir():
+        path.chmod(0o600)
+
+    old = service(home)
+    assert_same(answers(old, old.scope("proj", "alice")), before)
+    assert old.doctor() == []
+    svc = service(home)
+    scope = svc.scope("proj", "alice")
+    put(svc, scope, 3, 99)
+    svc.forget(scope, keys=[{"k": 4}], tier="semantic")
+    checkpoint_now(svc)
+    assert sorted(p.name for p in shard_of(svc).folder.glob("seg-*")) == ["seg-00000001", "seg-00000002-00000002"]
+    listed = svc.retrieve(scope, tier="semantic", limit=100)["entries"]
+    assert sorted(e["key"]["k"] for e in listed) == [n for n in range(30) if n != 4]
