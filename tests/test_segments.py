@@ -467,3 +467,29 @@ def test_a_store_written_before_segments_opens_unchanged(home):
     assert sorted(p.name for p in shard_of(svc).folder.glob("seg-*")) == ["seg-00000001", "seg-00000002-00000002"]
     listed = svc.retrieve(scope, tier="semantic", limit=100)["entries"]
     assert sorted(e["key"]["k"] for e in listed) == [n for n in range(30) if n != 4]
+
+
+def test_mem_gc_prints_its_report(home):
+    """`mem gc` prints what it did: the second run finds nothing left to do and says so."""
+
+    def gc() -> dict:
+        out = subprocess.run(
+            [sys.executable, "-m", "a2e_mem.cli.main", "gc", "--format", "json"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "MEM_HOME": str(home)},
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return orjson.loads(out.stdout)
+
+    svc = service(home)
+    scope = svc.scope("proj", "alice")
+    put(svc, scope, 1, 1)
+    checkpoint_now(svc)
+    put(svc, scope, 2, 2)
+    checkpoint_now(svc)  # two segments
+    put(svc, scope, 3, 3)  # and a journal
+    assert gc() == {"shards": 1, "checkpointed_shards": 1, "merges": 0, "waited_for_running": 0}
+    assert len(scan(shard_of(service(home)).folder)[0]) == 1
+    assert gc() == {"shards": 1, "checkpointed_shards": 0, "merges": 0, "waited_for_running": 0}
