@@ -493,3 +493,25 @@ def test_mem_gc_prints_its_report(home):
     assert gc() == {"shards": 1, "checkpointed_shards": 1, "merges": 0, "waited_for_running": 0}
     assert len(scan(shard_of(service(home)).folder)[0]) == 1
     assert gc() == {"shards": 1, "checkpointed_shards": 0, "merges": 0, "waited_for_running": 0}
+
+
+def test_get_last_and_usage_across_segments(home):
+    svc = service(home)
+    scope = svc.scope("proj", "alice")
+    put(svc, scope, 1, 1)
+    put(svc, scope, 2, 2)
+    checkpoint_now(svc)
+    put(svc, scope, 3, 3)
+    put(svc, scope, 1, 5)  # overwrites a record of the first segment, and is the last write
+    checkpoint_now(svc)
+    svc.forget(scope, keys=[{"k": 2}], tier="semantic")  # in the journal only
+    shard = shard_of(service(home))
+    now = clock.now()
+    assert len(shard.segs) == 2
+    assert shard.get('{"k":1}', now)["content"] == f"{text(5)} n5"
+    assert shard.get('{"k":2}', now) is None
+    assert shard.last(now)["key"] == {"k": 1}
+    count, size = shard.usage(now)
+    assert count == 2
+    assert size == sum(len(orjson.dumps(shard.get(f'{{"k":{k}}}', now))) for k in (1, 3))
+    assert [d["key"]["k"] for d in shard.docs(now)] == [3, 1]
