@@ -141,16 +141,21 @@ def recall_figure(home: Path, n_queries: int = 300) -> dict[str, float]:
     svc = MemoryService(home)
     shard = svc.engine.shard(NS, "semantic", schema="entries")
     now = clock.now()
-    seg_rows = np.flatnonzero(shard.seg_alive(now))
+    names = [seg.folder.name for seg in shard.segs] + ["mem"]  # the parts, in the order search gives them
+    blocks, ids = [], []
+    for seg, alive in zip(shard.segs, shard.seg_alive(now), strict=True):
+        rows = np.flatnonzero(alive)
+        blocks.append(np.asarray(seg.vectors[rows], np.float32))
+        ids += [(seg.folder.name, int(r)) for r in rows]
     mem_slots = np.flatnonzero(shard.mem_alive(now))
-    vectors = np.concatenate([np.asarray(shard.seg.vectors[seg_rows], np.float32), shard.mem.vectors[mem_slots]])
-    ids = [("seg", int(r)) for r in seg_rows] + [("mem", int(s)) for s in mem_slots]
+    vectors = np.concatenate([*blocks, shard.mem.vectors[mem_slots]])
+    ids += [("mem", int(s)) for s in mem_slots]
     recalls = []
     for qvec in svc.engine.embed(queries(n_queries, seed=5)):
         exact = {ids[i] for i in np.argsort(-(vectors @ qvec))[:10]}
         found = []
-        for name, part in zip(("seg", "mem"), search(shard, now, Filters(), qvec, "", k=10), strict=False):
-            found += [(name, int(r), float(v)) for r, v in zip(part.rows, part.vector, strict=True)]  # parts in order
+        for name, part in zip(names, search(shard, now, Filters(), qvec, "", k=10), strict=True):
+            found += [(name, int(r), float(v)) for r, v in zip(part.rows, part.vector, strict=True)]
         top = {(p, r) for p, r, _ in sorted(found, key=lambda x: -x[2])[:10]}
         recalls.append(len(top & exact) / 10)
     return {"recall@10 index+delta": float(np.mean(recalls)), "delta entries": float(len(mem_slots))}

@@ -117,9 +117,11 @@ def doctor(
 
 
 def gc(fmt: Format = None) -> None:
-    """Checkpoint every shard now: fold journals into TinyDB files, rebuild indexes, purge expired entries."""
+    """Checkpoint every shard now: fold journals into TinyDB files, rebuild indexes, purge expired entries.
+
+    A checkpoint or merge already running in a shard is waited for; the report counts the shards
+    rewritten, the merges run and the running builders waited for."""
     with progress("checkpointing") as update:
         update(0, 1)
-        rewritten = state.service.checkpoint(force=True)
-        update(1, 1)
-    emit_one({"checkpointed_shards": rewritten}, fmt)
+        report = state.service.gc(progress=update)
+    emit_one(report, fmt)

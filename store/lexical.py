@@ -1,9 +1,13 @@
-"""BM25 over entry text: tokenising, a postings index built at checkpoint, and live statistics.
+"""BM25 over entry text: tokenising, a postings index built with each segment, and live statistics.
 
-The checkpointed part is a CSR postings matrix in numpy files (term -> rows, term frequencies),
-so a fresh process scores a query by touching only the postings of the query's terms. Entries
-written since the checkpoint keep their term counts in memory, and document frequencies are the
-sum of both parts, so statistics never need recomputing per query.
+Each segment's part is a CSR postings matrix in numpy files (term -> rows, term frequencies), so
+a fresh process scores a query by touching only the postings of the query's terms. Entries
+written since the last checkpoint keep their term counts in memory. The statistics (how many
+records, their average length, each query term's document frequency) are those of the shard's
+live records, summed over every part at query time (`search.py`), so that a shard of many
+segments ranks exactly as one segment holding the same records would: the term-frequency part
+of the score is computed per query from the stored counts and the shard's average length, with
+the same float64 arithmetic for segment rows and memtable slots.
 """
 
 from __future__ import annotations
@@ -209,44 +213,67 @@ class DeltaLexicon:
         for term in counts:
             del self.postings[term][slot]
 
-    def df(self, term: str) -> int:
-        return len(self.postings.get(term, ()))
+    def df(self, term: str, alive: np.ndarray | None = None) -> int:
+        """Slots holding `term` (only those `alive` allows, when given). The slots `alive` refuses
+        are few (expired records; freed slots hold no postings): those are the ones looked at."""
+        slots = self.postings.get(term, {})
+        if alive is None or not slots:
+            return len(slots)
+        return len(slots) - sum(1 for slot in np.flatnonzero(~alive) if int(slot) in slots)
+
+    def live_length(self, alive: np.ndarray) -> float:
+        """Total length of the slots `alive` allows."""
+        dead = (self.doclen.get(int(slot), 0) for slot in np.flatnonzero(~alive))
+        return float(self.total_len - sum(dead))
 
     def scores(self, weights: dict[str, float], avgdl: float, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Dense BM25 scores for slots 0..size-1, and the slots where a query term occurs."""
-        out = np.zeros(size, dtype=np.float32)
+        """Dense BM25 scores (float64) for slots 0..size-1, and the slots where a query term occurs."""
+        out = np.zeros(size, dtype=np.float64)
         for term, w in weights.items():
             for slot, tf in self.postings.get(term, {}).items():
-                norm = K1 * (1 - B + B * self.doclen[slot] / avgdl)
-                out[slot] += w * tf * (K1 + 1) / (tf + norm)
+                norm = K1 * (1 - B + B * float(self.doclen[slot]) / avgdl)
+                out[slot] += w * float(tf) * (K1 + 1) / (float(tf) + norm)
         return out, np.flatnonzero(out)
 
 
 class SegmentLexicon:
-    """The postings of a checkpoint, memory-mapped. Each posting carries its BM25 term-frequency
-    part, `tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))`, computed at checkpoint time
-    with the checkpoint's average length (as search engines store norms), so a query only adds
-    `idf * part` over the postings of its words."""
+    """The postings of a segment, memory-mapped: for each term its rows and term counts
+    (`lex_tf.npy`; a segment of an older version stored instead each posting's term-frequency
+    part computed with its own average length, `lex_part.npy`, from which the counts are
+    recovered exactly: they are small integers)."""
 
-    FILES = ("lex_ptr.npy", "lex_rows.npy", "lex_part.npy", "doclen.npy")
+    FILES = ("lex_ptr.npy", "lex_rows.npy", "doclen.npy")
 
     def __init__(self, folder: Path) -> None:
         self._vocab_raw = (folder / "lex_vocab.json").read_bytes()  # parsed on first use
-        ptr, rows, part, doclen = (np.asarray(np.load(folder / f, mmap_mode="r")) for f in self.FILES)
-        self.ptr, self.rows, self.part, self.doclen = ptr, rows, part, doclen
+        ptr, rows, doclen = (np.asarray(np.load(folder / f, mmap_mode="r")) for f in self.FILES)
+        self.ptr, self.rows, self.doclen = ptr, rows, doclen
+        if (folder / "lex_tf.npy").exists():
+            self.tf = np.asarray(np.load(folder / "lex_tf.npy", mmap_mode="r"))
+        else:
+            self.tf = _counts_from_parts(np.load(folder / "lex_part.npy"), rows, doclen)
         self.total_len = float(doclen.sum()) if len(doclen) else 0.0
 
     @cached_property
     def vocab(self) -> dict[str, int]:
         return orjson.loads(self._vocab_raw)
 
-    def df(self, term: str) -> int:
+    def term_rows(self, term: str) -> np.ndarray:
         tid = self.vocab.get(term)
-        return 0 if tid is None else int(self.ptr[tid + 1] - self.ptr[tid])
+        return self.rows[:0] if tid is None else self.rows[int(self.ptr[tid]) : int(self.ptr[tid + 1])]
 
-    def scores(self, weights: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
-        """Dense BM25 scores for every row, and the rows where a query term occurs (repeats possible)."""
-        out = np.zeros(len(self.doclen), dtype=np.float32)
+    def df(self, term: str, alive: np.ndarray | None = None) -> int:
+        """Rows holding `term` (only those `alive` allows, when given)."""
+        rows = self.term_rows(term)
+        return len(rows) if alive is None else int(np.count_nonzero(alive[rows]))
+
+    def live_length(self, alive: np.ndarray) -> float:
+        return float(self.doclen[alive].astype(np.float64).sum())
+
+    def scores(self, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+        """Dense BM25 scores (float64) for every row, and the rows where a query term occurs
+        (repeats possible)."""
+        out = np.zeros(len(self.doclen), dtype=np.float64)
         touched = []
         for term, w in weights.items():
             tid = self.vocab.get(term)
@@ -254,10 +281,20 @@ class SegmentLexicon:
                 continue
             lo, hi = int(self.ptr[tid]), int(self.ptr[tid + 1])
             rows = self.rows[lo:hi]
-            out[rows] += w * self.part[lo:hi]
+            tf = self.tf[lo:hi].astype(np.float64)
+            norm = K1 * (1 - B + B * self.doclen[rows].astype(np.float64) / avgdl)
+            out[rows] += w * tf * (K1 + 1) / (tf + norm)
             touched.append(rows)
         # the rows where a term occurs, with repeats (deduplicating 100k rows costs more than scoring)
         return out, np.concatenate(touched) if touched else np.zeros(0, dtype=np.int64)
+
+
+def _counts_from_parts(part: np.ndarray, rows: np.ndarray, doclen: np.ndarray) -> np.ndarray:
+    """Term counts from the stored parts of an older segment (see `SegmentLexicon`)."""
+    avgdl = max(float(doclen.mean()), 1.0) if len(doclen) else 1.0
+    norm = K1 * (1 - B + B * doclen[rows].astype(np.float64) / avgdl)
+    part64 = part.astype(np.float64)
+    return np.rint(part64 * norm / (K1 + 1 - part64)).astype(np.float32)
 
 
 def write_segment_lexicon(folder: Path, texts: Sequence[str]) -> None:
@@ -281,9 +318,6 @@ def write_segment_lexicon(folder: Path, texts: Sequence[str]) -> None:
     (folder / "lex_vocab.json").write_bytes(orjson.dumps(vocab))
     np.save(folder / "lex_ptr.npy", ptr)
     rows, tf = pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.float32)
-    avgdl = max(float(doclen.mean()), 1.0) if len(doclen) else 1.0
-    part = tf * (K1 + 1) / (tf + K1 * (1 - B + B * doclen[rows] / avgdl))
-    np.save(folder / "lex_ptr.npy", ptr)
     np.save(folder / "lex_rows.npy", rows)
-    np.save(folder / "lex_part.npy", part.astype(np.float32))
+    np.save(folder / "lex_tf.npy", tf)
     np.save(folder / "doclen.npy", doclen)

@@ -136,6 +136,11 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         returns the number of scopes rewritten."""
         return self.backend.checkpoint(force)
 
+    def gc(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """`mem gc`: `checkpoint(force=True)`, with a report counting what was done (see
+        `Backend.collect`)."""
+        return self.backend.collect(True, progress)
+
     def close(self) -> None:
         self.backend.close()
 

@@ -134,7 +134,9 @@ def test_failed_checkpoints_do_not_add_a_journal_each(home, monkeypatch):
     from a2e_mem.backends.files import checkpoint
 
     svc, seg = checkpointed_store(home)
-    monkeypatch.setattr(checkpoint, "_build", lambda *a, **k: (_ for _ in ()).throw(OSError(27, "File too large")))
+    monkeypatch.setattr(
+        checkpoint, "_write_range", lambda *a, **k: (_ for _ in ()).throw(OSError(27, "File too large"))
+    )
     scope = svc.scope("ns", "a")
     for attempt in range(4):
         svc.store(scope, [{"key": {"k": attempt}, "content": f"more {attempt}", "tier": "semantic"}])

@@ -295,6 +295,12 @@ class Backend(ABC):
     def checkpoint(self, force: bool = False) -> int:
         """Upkeep for `mem gc`: purge deleted and expired records; returns how many scopes it touched."""
 
+    def collect(self, force: bool = True, progress: Progress | None = None) -> dict[str, Any]:
+        """`mem gc` with its report: what was done, counted (a backend with builders of its own,
+        such as the files backend's checkpoints and merges, also counts the running ones it
+        waited for). `progress(done, total)` follows the work."""
+        return {"checkpointed_shards": self.checkpoint(force)}
+
     def close(self) -> None:  # noqa: B027
         """Release what the process holds (files, connections)."""
 

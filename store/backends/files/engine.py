@@ -296,15 +296,21 @@ class Engine(Backend):
         else:
             checkpoint.spawn(self.home, shard.folder)
 
-    def checkpoint_shard(self, shard: Shard, force: bool = False, wait: bool = False) -> bool:
+    def checkpoint_shard(
+        self, shard: Shard, force: bool = False, wait: bool = False, full: bool = False, outcome: Any = None
+    ) -> bool:
         from . import checkpoint
 
         namespace = shard.descriptor.get("namespace", SYSTEM)
         embedder = self.embedder
-        return checkpoint.run(shard, self.lock(namespace), embedder.name, force, wait, embed=embedder.embed)
+        return checkpoint.run(
+            shard, self.lock(namespace), embedder.name, force, wait, embed=embedder.embed, full=full, outcome=outcome
+        )
 
-    def checkpoint_folder(self, folder: Path, force: bool = False, wait: bool = False) -> bool:
-        return self.checkpoint_shard(self.open_folder(folder), force, wait)
+    def checkpoint_folder(
+        self, folder: Path, force: bool = False, wait: bool = False, full: bool = False, outcome: Any = None
+    ) -> bool:
+        return self.checkpoint_shard(self.open_folder(folder), force, wait, full, outcome)
 
     def ask_purge(self, shard: Shard) -> None:
         """Have deleted and expired records of `shard` leave the disk soon: leave the marker a
@@ -384,13 +390,30 @@ class Engine(Backend):
         return maintenance.doctor(self, repair)
 
     def checkpoint(self, force: bool = False) -> int:
-        """Fold every shard's journals into its checkpoint (purging expired entries); returns
-        the number of shards rewritten."""
-        done = 0
-        for _, ns_folder in self.namespace_folders():
-            for _, folder in self.shard_folders(ns_folder):
-                done += self.checkpoint_folder(folder, force, wait=True)
-        return done
+        """Rewrite every shard that has journals, several segments or records to purge as one
+        segment; returns the number of shards rewritten."""
+        return int(self.collect(force)["checkpointed_shards"])
+
+    def collect(self, force: bool = True, progress: Progress | None = None) -> dict[str, Any]:
+        """`mem gc`: every shard rewritten as one segment (journals folded in, deleted and
+        expired records purged), waiting for a checkpoint or merge under way in a shard (another
+        process's) to finish first. Counts what was done: shards rewritten, merges run, and
+        shards whose running builder this one waited for (their work is done, by the other
+        process, when this returns). `progress(done, total)` is called after each shard."""
+        from .checkpoint import Outcome
+
+        folders = [folder for _, ns in self.namespace_folders() for _, folder in self.shard_folders(ns)]
+        report = {"shards": len(folders), "checkpointed_shards": 0, "merges": 0, "waited_for_running": 0}
+        for done, folder in enumerate(folders, 1):
+            outcome = Outcome()
+            if folder.exists():
+                self.checkpoint_folder(folder, force, wait=True, full=True, outcome=outcome)
+            report["checkpointed_shards"] += outcome.written
+            report["merges"] += outcome.merges
+            report["waited_for_running"] += outcome.waited
+            if progress is not None:
+                progress(done, len(folders))
+        return report
 
     def shutdown(self) -> None:
         """A server's clean exit: start checkpoints for the shards whose journals hold more than

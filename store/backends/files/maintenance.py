@@ -35,7 +35,20 @@ from .integrity import CHECKSUMS, MANIFEST, file_problem, read_manifest, read_se
 from .journal import Journal
 from .salvage import Salvage, read_checkpoint, salvage_shard
 from .segment import expiry
-from .shard import DAMAGED, DESCRIPTOR, SEG, WAL, MissingCheckpoint, Shard, check_chain, listing, recorded_descriptor
+from .shard import (
+    DAMAGED,
+    DESCRIPTOR,
+    WAL,
+    MissingCheckpoint,
+    Shard,
+    check_chain,
+    listing,
+    live_ranges,
+    recorded_descriptor,
+    scan,
+    seg_name,
+    segment_chain,
+)
 
 Progress = Callable[[int, int], None]
 
@@ -67,14 +80,12 @@ def stats(engine: Engine, namespace: str | None = None) -> list[dict[str, Any]]:
     for name, descriptor, folder in _shards(engine, namespace):
         shard = engine.open_folder(folder)
         count, size = shard.usage(now)
-        expired = 0
-        if shard.seg is not None:
-            expired += int(np.count_nonzero(shard.seg.expires <= now))
+        expired = sum(int(np.count_nonzero(seg.expires <= now)) for seg in shard.segs)
         expired += int(np.count_nonzero(shard.mem_alive(now) == 0)) - len(shard.mem.free)
         rows.append({
             "namespace": name, "kind": descriptor["kind"], "scope": "/".join(descriptor.get("scope", [])),
             "entries": count, "bytes": size, "expired": expired,
-            "indexed": shard.seg.n if shard.seg else 0, "pending": len(shard.mem),
+            "indexed": sum(seg.n for seg in shard.segs), "pending": len(shard.mem),
         })  # fmt: skip
     return rows
 
@@ -164,9 +175,9 @@ def _replace_checkpoint(
     segs, wals = listing(folder)
     gen = max([0, *segs, *wals]) + 1
     descriptor = descriptor or shard_descriptor(folder) or recorded_descriptor(folder)
-    checkpoint.install_segment(folder, gen, docs, vectors, schema, embedder, descriptor)
+    checkpoint.install_segment(folder, seg_name(1, gen), docs, vectors, schema, embedder, descriptor)
     Journal.create(folder / WAL.format(gen + 1), gen + 1, descriptor)
-    checkpoint._remove_replaced(folder, gen)
+    checkpoint.remove_replaced(folder)
     (folder / checkpoint.STATE).unlink(missing_ok=True)
 
 
@@ -318,8 +329,15 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
     problems: list[tuple[Path, str]] = []
     if shard_descriptor(folder) is None:
         problems.append((folder / DESCRIPTOR, "missing or damaged (copies are kept in checkpoints and journals)"))
-    segs, wals = listing(folder)
-    base = segs[-1] if segs else 0
+    chain: list[tuple[int, int]] = []
+    try:
+        chain, wals = segment_chain(folder)
+    except MissingCheckpoint as exc:
+        problems.append((Path(exc.detail["file"]), f"{exc.detail['why']}: the segments after it remain, "
+                         "its records are gone"))  # fmt: skip
+        ranges, wals = scan(folder)
+        chain = live_ranges(ranges)
+    base = chain[-1][1] if chain else 0
     try:
         check_chain(folder, base, wals)
     except MissingCheckpoint as exc:
@@ -336,8 +354,8 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
     for kept in sorted(folder.glob(f"{DAMAGED}*")):
         count = len(scan_journal(kept)[1])
         problems.append((kept, f"kept aside by a checkpoint: {count} damaged lines were not folded in"))
-    if base:
-        problems += _check_checkpoint(engine, folder / SEG.format(base), descriptor)
+    for lo, hi in chain:
+        problems += _check_checkpoint(engine, folder / seg_name(lo, hi), descriptor)
     return problems
 
 

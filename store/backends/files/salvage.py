@@ -4,7 +4,9 @@ Used by `mem doctor --repair` (which then writes a fresh checkpoint of what was 
 `mem export` on a shard that cannot be opened. Nothing here trusts a derived file that failed
 its checksum: the records come from `data.json`, scanned record by record (so a truncated or
 overwritten file still yields every intact record; each is checked against `checksums.npy` when
-that column is intact), then the journals after the checkpoint are replayed, valid lines only.
+that column is intact), segment after segment (each one's tombstones applied), then the journals
+after the segments are replayed, valid lines only. When a segment in the middle is lost, only
+the segments after it are read: an older one could bring back records the lost one deleted.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import orjson
 
 from ...errors import Damaged
 from .integrity import CHECKSUMS, file_problem, read_manifest, record_checksum, scan_journal, scan_records
-from .shard import DAMAGED, SEG, WAL, MissingCheckpoint, check_chain, listing
+from .segment import TOMBS
+from .shard import DAMAGED, WAL, MissingCheckpoint, check_chain, live_ranges, scan, seg_name
 
 
 @dataclass
@@ -28,6 +31,7 @@ class Salvage:
     expected: int | None = None  # records the checkpoint was written with (None: unknown)
     bad_lines: int = 0  # journal lines skipped (each a write whose records are lost)
     missing: str | None = None  # a checkpoint folder that is gone, its records with it
+    segments: int = 0  # segments read
 
     @property
     def lost(self) -> int | None:
@@ -40,12 +44,13 @@ class Salvage:
 def salvage_shard(folder: Path) -> Salvage:
     """Everything readable in the shard `folder` (the caller holds its lock when it rewrites)."""
     result = Salvage()
-    segs, wals = listing(folder)
-    base = segs[-1] if segs else 0
+    ranges, wals = scan(folder)
+    chain = live_ranges(ranges)
+    base = chain[-1][1] if chain else 0
     try:
         check_chain(folder, base, wals)
-        if base:
-            read_checkpoint(folder / SEG.format(base), result)
+        for lo, hi in _readable_tail(folder, chain, result):
+            read_checkpoint(folder / seg_name(lo, hi), result)
     except MissingCheckpoint as exc:
         result.missing = exc.detail["file"]
         base = 0  # the checkpoint the journals build on is gone: older ones would resurrect stale data
@@ -62,7 +67,49 @@ def salvage_shard(folder: Path) -> Salvage:
     return result
 
 
+def _readable_tail(folder: Path, chain: list[tuple[int, int]], result: Salvage) -> list[tuple[int, int]]:
+    """The segments after the last gap in `chain` (all of them without one); a gap is noted
+    in `result.missing`."""
+    start = 0
+    expected = 1
+    for i, (lo, hi) in enumerate(chain):
+        if lo != expected:
+            result.missing = str(folder / seg_name(expected, lo - 1))
+            start = i
+        expected = hi + 1
+    return chain[start:]
+
+
 def read_checkpoint(seg: Path, result: Salvage) -> None:
+    """Add the intact records of segment `seg` to `result` (newer versions replace older ones,
+    and its tombstones delete them)."""
+    part = Salvage()
+    _read_segment(seg, part)
+    for rid in _tombs(seg):
+        result.docs.pop(rid, None)
+    for rid, doc in part.docs.items():
+        result.docs.pop(rid, None)
+        result.docs[rid] = doc
+    first = result.segments == 0
+    result.segments += 1
+    result.from_checkpoint += part.from_checkpoint
+    if part.expected is None or (result.expected is None and not first):
+        result.expected = None  # one segment's count is unknown: so is the total
+    else:
+        result.expected = (result.expected or 0) + part.expected
+    if part.missing is not None:
+        result.missing = part.missing
+
+
+def _tombs(seg: Path) -> list[str]:
+    try:
+        tombs = orjson.loads((seg / TOMBS).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return []
+    return [rid for rid in tombs if isinstance(rid, str)] if isinstance(tombs, list) else []
+
+
+def _read_segment(seg: Path, result: Salvage) -> None:
     try:
         manifest = read_manifest(seg)
     except Damaged:

@@ -1,10 +1,11 @@
 """Hybrid search over one shard: BM25 fused with vector similarity, index plus exact delta.
 
-Each shard has two parts searched the same way: the checkpoint (rows, Annoy index, postings) and
-the memtable (slots written since, searched exactly). A part is searched exactly when the
-filters leave few rows or a threshold needs every score; otherwise the candidates are the Annoy
-neighbours plus the BM25 leaders, over-fetched so that rows removed by the filters (tombstones,
-expiry, tags) do not starve the result. Every candidate then gets both scores exactly:
+A shard has several parts searched the same way: each segment (rows, Annoy index, postings) and
+the memtable (slots written since the last checkpoint, searched exactly). A part is searched
+exactly when the filters leave few rows or a threshold needs every score; otherwise the
+candidates are the Annoy neighbours plus the BM25 leaders, over-fetched so that rows removed by
+the filters (shadowed rows, tombstones, expiry, tags) do not starve the result. Every candidate
+then gets both scores exactly:
 
     relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical ** LEXICAL_POWER
 
@@ -12,21 +13,26 @@ expiry, tags) do not starve the result. Every candidate then gets both scores ex
 the query's total IDF (1.0 when every query word occurs once in an average-length entry), capped
 at 1. A power above 1 (2, fitted) keeps a strong lexical match (most of the query's rare words)
 decisive while a weak partial one (a name, a common word) barely moves the ranking: on
-paraphrased questions, partial word overlaps point at the wrong memory more often than not. Both
-parts of a shard share IDF statistics (checkpoint plus delta), kept incrementally. Each part
-also gives its candidates' stored vectors on demand (`Candidates.vectors`), for the diversity of
-the final list (`ops/diversify.py`).
+paraphrased questions, partial word overlaps point at the wrong memory more often than not.
+
+The BM25 statistics (record count, average length, document frequencies) are the shard's, over
+its live records only (not shadowed, deleted or expired), summed over the parts per query: a
+record scores the same whichever part holds it, so a shard of many segments ranks exactly as one
+segment holding its live records. Each part also gives its candidates' stored vectors on demand
+(`Candidates.vectors`), for the diversity of the final list (`ops/diversify.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from ...lexical import idf, normaliser, terms
 from ..base import Candidates, Filters, fuse
+from .segment import Segment
 from .shard import Shard
 
 EXACT_MAX = 20_000  # up to this many rows, exact scoring (float32 matrix product) beats the index
@@ -34,22 +40,56 @@ FETCH_FACTOR = 3  # over-fetch from the index and postings, for rows the filters
 MIN_FETCH = 32
 
 
-def _no_row(row: int) -> dict:
-    raise IndexError(row)
+@dataclass
+class Part:
+    """One part of a shard being searched: segment `seg` (None: the memtable) and its row mask."""
+
+    shard: Shard
+    seg: Segment | None
+    mask: np.ndarray
+
+    @property
+    def name(self) -> str:
+        return "mem" if self.seg is None else self.seg.folder.name
+
+    def fetch(self) -> Callable[[int], dict]:
+        """The record of a row."""
+        if self.seg is not None:
+            return self.seg.doc
+        mem = self.shard.mem
+
+        def memtable_doc(row: int) -> dict:
+            doc = mem.docs[row]
+            assert doc is not None
+            return doc
+
+        return memtable_doc
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, updated) of every row."""
+        if self.seg is not None:
+            return self.seg.scores, self.seg.updated
+        mem = self.shard.mem
+        return mem.scores[: mem.n], mem.updated[: mem.n]
+
+    def when(self) -> np.ndarray:
+        return self.seg.when if self.seg is not None else self.shard.mem.when[: self.shard.mem.n]
+
+    def tag_rows(self, tag: str) -> np.ndarray:
+        return self.seg.tag_rows(tag) if self.seg is not None else self.shard.mem.tag_slots(tag)
+
+    def locate(self, rid: str) -> int | None:
+        return self.seg.find(rid) if self.seg is not None else self.shard.mem.slot_of.get(rid)
+
+    @property
+    def lexicon(self):  # type: ignore[no-untyped-def]
+        return self.seg.lexicon if self.seg is not None else self.shard.mem.lexicon
 
 
-def _fetch(shard: Shard, part: str) -> Callable[[int], dict]:
-    """The record of a row of `part` of `shard`."""
-    seg = shard.seg
-    if part == "seg":
-        return seg.doc if seg is not None else _no_row
-
-    def memtable_doc(row: int) -> dict:
-        doc = shard.mem.docs[row]
-        assert doc is not None
-        return doc
-
-    return memtable_doc
+def parts(shard: Shard, now: float) -> list[Part]:
+    """Every part of `shard`, each with the mask of its live rows."""
+    found = [Part(shard, seg, shard.part_alive(i, now)) for i, seg in enumerate(shard.segs)]
+    return [*found, Part(shard, None, shard.mem_alive(now))]
 
 
 def search(
@@ -61,22 +101,24 @@ def search(
     k: int = 10,
     exhaustive: bool = False,
 ) -> list[Candidates]:
-    """Candidates from both parts of `shard`. Without a query every filtered row is returned, with
+    """Candidates from every part of `shard`. Without a query every filtered row is returned, with
     relevance 1.0 (it matches every filter given, and nothing else was asked), ranked by its own
     importance `score`; with one, the best `k` at least (all of them if `exhaustive`)."""
-    if shard.seg is None and not len(shard.mem):
+    if not shard.segs and not len(shard.mem):
         return []
-    masks = {"seg": shard.seg_alive(now), "mem": shard.mem_alive(now)}
-    for part, mask in masks.items():
-        _restrict(shard, part, mask, filters)
+    live = parts(shard, now)
+    if query_vector is not None:
+        weights, avgdl = _bm25_weights(live, query_terms(query_text))
+    for part in live:
+        part.mask = part.mask.copy()
+        _restrict(part, filters)
     if query_vector is None:
-        return [_unscored(shard, part, mask) for part, mask in masks.items()]
+        return [_unscored(part) for part in live]
     if shard.dim and len(query_vector) != shard.dim:
         # another process changed the embedder (`mem reindex --embedder`) between reading this
         # shard and embedding the query: only words rank it, as a shard not yet reindexed
         query_vector = np.zeros(shard.dim, dtype=np.float32)
-    weights, avgdl = _bm25_weights(shard, query_terms(query_text))
-    return [_scored(shard, part, mask, query_vector, weights, avgdl, k, exhaustive) for part, mask in masks.items()]
+    return [_scored(part, query_vector, weights, avgdl, k, exhaustive) for part in live]
 
 
 @lru_cache(maxsize=64)
@@ -85,136 +127,127 @@ def query_terms(text: str) -> list[str]:
     return terms(text)
 
 
-def _restrict(shard: Shard, part: str, mask: np.ndarray, filters: Filters) -> None:
-    """Clear the rows of `mask` that fail the tag, id or time filters (in place)."""
+def _restrict(part: Part, filters: Filters) -> None:
+    """Clear the rows of the part's mask that fail the tag, id or time filters (in place)."""
+    mask = part.mask
     if filters.timed and len(mask):
-        when = shard.seg.when if part == "seg" and shard.seg else shard.mem.when[: shard.mem.n]
+        when = part.when()
         if filters.since is not None:
             mask &= when[: len(mask)] >= filters.since
         if filters.until is not None:
             mask &= when[: len(mask)] < filters.until
     for tag in filters.tags:
         keep = np.zeros_like(mask)
-        rows = shard.seg.tag_rows(tag) if part == "seg" and shard.seg else shard.mem.tag_slots(tag)
+        rows = part.tag_rows(tag)
         keep[rows[rows < len(mask)]] = True
         mask &= keep
     if filters.ids is not None:
         keep = np.zeros_like(mask)
         for rid in filters.ids:
-            row = _locate(shard, part, rid)
+            row = part.locate(rid)
             if row is not None:
                 keep[row] = True
         mask &= keep
 
 
-def _locate(shard: Shard, part: str, rid: str) -> int | None:
-    if part == "mem":
-        return shard.mem.slot_of.get(rid)
-    return shard.seg.find(rid) if shard.seg else None
-
-
-def _columns(shard: Shard, part: str) -> tuple[np.ndarray, np.ndarray]:
-    if part == "seg":
-        assert shard.seg is not None
-        return shard.seg.scores, shard.seg.updated
-    return shard.mem.scores[: shard.mem.n], shard.mem.updated[: shard.mem.n]
-
-
-def _unscored(shard: Shard, part: str, mask: np.ndarray) -> Candidates:
-    rows = np.flatnonzero(mask)
+def _unscored(part: Part) -> Candidates:
+    rows = np.flatnonzero(part.mask)
     if not len(rows):
-        return _empty(shard, part)
-    scores, updated = _columns(shard, part)
+        return _empty(part)
+    scores, updated = part.columns()
     importance = np.asarray(scores[rows], dtype=np.float32)
     full = np.ones(len(rows), dtype=np.float32)  # the stored score ranks but never filters
-    fetch = _fetch(shard, part)
-    return Candidates(fetch, rows, full, None, None, np.asarray(updated[rows]), len(rows), order=importance)
+    return Candidates(part.fetch(), rows, full, None, None, np.asarray(updated[rows]), len(rows), order=importance)
 
 
-def _empty(shard: Shard, part: str) -> Candidates:
+def _empty(part: Part) -> Candidates:
     none = np.zeros(0)
-    return Candidates(_fetch(shard, part), none.astype(np.int64), none, none, none, none, 0)
+    return Candidates(part.fetch(), none.astype(np.int64), none, none, none, none, 0)
 
 
-def _bm25_weights(shard: Shard, qterms: list[str]) -> tuple[dict[str, float], float]:
-    """IDF of each query term over both parts, and the average entry length."""
-    seg_lex = shard.seg.lexicon if shard.seg is not None and shard.seg.n else None
-    mem_lex = shard.mem.lexicon
-    n_docs = (shard.seg.n if shard.seg else 0) + len(shard.mem)
-    total_len = (seg_lex.total_len if seg_lex else 0.0) + (mem_lex.total_len if mem_lex else 0)
+def _bm25_weights(live: list[Part], qterms: list[str]) -> tuple[dict[str, float], float]:
+    """IDF of each query term and the average entry length, over the live rows of every part
+    (their masks, before any filter)."""
+    n_docs = 0
+    total_len = 0.0
+    lexicons = []
+    for part in live:
+        lexicon = part.lexicon
+        if lexicon is None or not len(part.mask):
+            continue
+        lexicons.append((lexicon, part.mask))
+        n_docs += int(np.count_nonzero(part.mask))
+        total_len += lexicon.live_length(part.mask)
     weights: dict[str, float] = {}
     for term in qterms:
-        df = (seg_lex.df(term) if seg_lex else 0) + (mem_lex.df(term) if mem_lex else 0)
+        df = sum(lexicon.df(term, mask) for lexicon, mask in lexicons)
         weights[term] = idf(max(n_docs, 1), df)
     return weights, max(total_len / max(n_docs, 1), 1.0)
 
 
 def _scored(
-    shard: Shard,
-    part: str,
-    mask: np.ndarray,
+    part: Part,
     qvec: np.ndarray,
     weights: dict[str, float],
     avgdl: float,
     k: int,
     exhaustive: bool,
 ) -> Candidates:
+    mask, seg, shard = part.mask, part.seg, part.shard
     total = int(np.count_nonzero(mask))
     if not total or not shard.dim:
-        return _empty(shard, part)
-    lex_all, matched = _lexical_scores(shard, part, weights, avgdl)
+        return _empty(part)
+    lex_all, matched = _lexical_scores(part, weights, avgdl)
     lex_all /= normaliser(weights.values())
     fetch = max(MIN_FETCH, FETCH_FACTOR * k)
-    if part == "mem":
+    indexed = seg is not None and not exhaustive and total > max(EXACT_MAX, fetch) and seg.index is not None
+    if seg is None:
         rows = np.flatnonzero(mask)
         vec = (shard.mem.vectors[: shard.mem.n] @ qvec)[rows]
-    elif exhaustive or total <= max(EXACT_MAX, fetch) or shard.seg is None or shard.seg.index is None:
-        assert shard.seg is not None
+    elif not indexed:
         rows = np.flatnonzero(mask)
-        vec = shard.seg.similarities(qvec)[rows]
+        vec = seg.similarities(qvec)[rows]
     else:
-        assert shard.seg is not None
-        rows = _index_candidates(shard, mask, qvec, lex_all, matched, fetch)
-        vec = shard.seg.similarities(qvec, rows)
-    lex = np.minimum(lex_all[rows], 1.0)
-    _, updated = _columns(shard, part)
-    indexed = part == "seg" and not exhaustive and total > max(EXACT_MAX, fetch)
-    path = "index" if indexed and shard.seg is not None and shard.seg.index is not None else "exact"
-    found = Candidates(_fetch(shard, part), rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
-    found.vectors = _vectors(shard, part, rows)
+        rows = _index_candidates(seg, mask, qvec, lex_all, matched, fetch)
+        vec = seg.similarities(qvec, rows)
+    lex = np.minimum(lex_all[rows], 1.0).astype(np.float32)
+    _, updated = part.columns()
+    path = "index" if indexed else "exact"
+    found = Candidates(part.fetch(), rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
+    found.vectors = _vectors(part, rows)
     return found
 
 
-def _vectors(shard: Shard, part: str, rows: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+def _vectors(part: Part, rows: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """The stored vectors of some of `rows` (by position), as float32."""
+    seg, mem = part.seg, part.shard.mem
 
     def vectors(positions: np.ndarray) -> np.ndarray:
         picked = rows[positions]
-        if part == "mem":
-            return np.asarray(shard.mem.vectors[picked], dtype=np.float32)
-        assert shard.seg is not None
-        return np.asarray(shard.seg.vectors[picked], dtype=np.float32)
+        if seg is None:
+            return np.asarray(mem.vectors[picked], dtype=np.float32)
+        return np.asarray(seg.vectors[picked], dtype=np.float32)
 
     return vectors
 
 
-def _lexical_scores(shard: Shard, part: str, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:
-    if part == "seg":
-        assert shard.seg is not None
-        assert shard.seg.lexicon is not None
-        return shard.seg.lexicon.scores(weights)
-    assert shard.mem.lexicon is not None
-    return shard.mem.lexicon.scores(weights, avgdl, shard.mem.n)
+def _lexical_scores(part: Part, weights: dict[str, float], avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+    if part.seg is not None:
+        assert part.seg.lexicon is not None
+        return part.seg.lexicon.scores(weights, avgdl)
+    mem = part.shard.mem
+    assert mem.lexicon is not None
+    return mem.lexicon.scores(weights, avgdl, mem.n)
 
 
 def _index_candidates(
-    shard: Shard, mask: np.ndarray, qvec: np.ndarray, lex: np.ndarray, matched: np.ndarray, fetch: int
+    seg: Segment, mask: np.ndarray, qvec: np.ndarray, lex: np.ndarray, matched: np.ndarray, fetch: int
 ) -> np.ndarray:
     """Annoy neighbours and BM25 leaders (among the `matched` rows) that `mask` allows, over-fetched."""
-    assert shard.seg is not None and shard.seg.index is not None
+    assert seg.index is not None
     share = max(np.count_nonzero(mask) / len(mask), 1e-3)  # the filters keep this share: fetch more
     want = min(int(fetch / share), len(mask))
-    near = shard.seg.index.nearest(qvec, want)
+    near = seg.index.nearest(qvec, want)
     if len(matched) > want:  # the BM25 leaders (matched may repeat rows: the union removes them)
         matched = matched[np.argpartition(-lex[matched], want - 1)[:want]]
     rows = np.union1d(near, matched)

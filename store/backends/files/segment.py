@@ -1,11 +1,13 @@
-"""A checkpoint: an immutable folder holding the TinyDB file and what is derived from it.
+"""A segment: an immutable folder holding a TinyDB file and what is derived from it.
 
-`seg-<gen>/` covers every journal up to `wal-<gen>`. Beside `data.json` (the records, a TinyDB
-file) it holds numpy columns for filtering and ordering without parsing records (`expires`,
-`updated`, `when` (the record's own time, `timeaware.entry_time`; a checkpoint older than this
-column computes it from its records on first use), `scores`, `sizes`, id hashes), tag postings,
-and for searchable shards the vectors (float16), the BM25 postings and the Annoy index. Built
-in a temporary folder and renamed into place, so a reader sees a whole checkpoint or none.
+`seg-<gen>/` covers every journal up to `wal-<gen>`, `seg-<lo>-<hi>/` the journals `wal-<lo>` to
+`wal-<hi>` (see `shard.py`). Beside `data.json` (the records, a TinyDB file) and `tombs.json` (the
+ids of older segments' records it deletes) it holds numpy columns for filtering and ordering
+without parsing records (`expires`, `updated`, `when` (the record's own time,
+`timeaware.entry_time`; a segment older than this column computes it from its records on first
+use), `scores`, `sizes`, id hashes), tag postings, and for searchable shards the vectors
+(float16), the BM25 postings and the Annoy index. Built in a temporary folder and renamed into
+place, so a reader sees a whole segment or none.
 
 `manifest.json`, written last, lists every file with its size and checksum, and keeps a copy of
 the shard's descriptor and of the embedder (from which `mem doctor --repair` restores
@@ -43,6 +45,7 @@ from .integrity import CHECKSUMS, checksum, damaged, file_problem, read_manifest
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
+TOMBS = "tombs.json"
 # Checked by size on open, their checksums on first use: records one by one as they are read, the
 # vectors when a search or a checkpoint first reads them, the index before it is loaded (most
 # commands need none of them, and these are the big files).
@@ -73,10 +76,11 @@ def write_segment(
     embedder: str,
     descriptor: dict[str, Any] | None = None,
     index: bool = True,
+    tombs: Sequence[str] = (),
 ) -> None:
-    """Write a complete checkpoint of `docs` (each with an "id") into the empty `folder`; the
-    shard's `descriptor` is kept in its manifest. `index=False` skips the Annoy index (a
-    stand-in for a damaged checkpoint searches exactly)."""
+    """Write a complete segment of `docs` (each with an "id") into the empty `folder`, deleting
+    the ids `tombs` from older segments; the shard's `descriptor` is kept in its manifest.
+    `index=False` skips the Annoy index (a stand-in for a damaged checkpoint searches exactly)."""
     spans = write_records(folder / DATA, docs)
     with open(folder / DATA, "rb") as f:
         data = f.read()
@@ -99,6 +103,7 @@ def write_segment(
         for tag in doc.get("tags") or ():
             tags.setdefault(tag, []).append(row)
     (folder / "tags.json").write_bytes(orjson.dumps(tags))
+    (folder / TOMBS).write_bytes(orjson.dumps(sorted(tombs)))
     dim = 0
     if schema.indexed and vectors is not None:
         dim = int(vectors.shape[1])
@@ -107,7 +112,10 @@ def write_segment(
         if len(docs) and index:
             ann.build(folder, vectors)
     sizes = columns["offsets"][:, 1] - columns["offsets"][:, 0]
-    meta = {"count": len(docs), "bytes": int(sizes.sum()), "schema": schema.name, "dim": dim, "embedder": embedder}
+    meta = {
+        "count": len(docs), "bytes": int(sizes.sum()), "schema": schema.name, "dim": dim, "embedder": embedder,
+        "tombs": len(tombs),
+    }  # fmt: skip
     (folder / "meta.json").write_bytes(orjson.dumps(meta))
     shard = {"schema": schema.name, **(descriptor or {})}
     write_manifest(folder, {"meta": meta, "shard": shard})
@@ -140,13 +148,15 @@ def _rebuilt(folder: Path) -> Segment | None:
         return None
     meta, shard = manifest["meta"], manifest.get("shard", {})
     docs = list(orjson.loads((folder / DATA).read_bytes())["records"].values())  # its checksum held
-    if len(docs) != meta["count"]:
+    if len(docs) != meta["count"] or (TOMBS in files and file_problem(folder, TOMBS, files[TOMBS])):
         return None
+    tombs = orjson.loads((folder / TOMBS).read_bytes()) if TOMBS in files else []
     vectors = np.load(folder / VECTORS).astype(np.float32) if VECTORS in files else None
     tmp = Path(tempfile.mkdtemp(prefix="mem-rebuilt-"))
     try:
         (tmp / folder.name).mkdir()
-        write_segment(tmp / folder.name, docs, vectors, SCHEMAS[meta["schema"]], meta["embedder"], shard, index=False)
+        write_segment(tmp / folder.name, docs, vectors, SCHEMAS[meta["schema"]], meta["embedder"], shard, index=False,
+                      tombs=tombs)  # fmt: skip
         segment = Segment(tmp / folder.name)  # every file is open or read now: the folder can go
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -164,7 +174,9 @@ class Segment:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.gen = int(folder.name.split("-")[1])
+        parts = folder.name.split("-")
+        self.gen = int(parts[-1])  # the newest journal generation it covers
+        self.lo = int(parts[1]) if len(parts) > 2 else 1  # the oldest
         self.manifest = read_manifest(folder)
         index_ok = self._verify()
         self.meta = orjson.loads((folder / "meta.json").read_bytes())
@@ -178,6 +190,9 @@ class Segment:
         self._when = self._array("when") if (folder / "when.npy").exists() else None
         self._hashes = self._array("hashes"), self._array("hash_order")
         self._tags_raw = (folder / "tags.json").read_bytes()
+        tombs = orjson.loads((folder / TOMBS).read_bytes()) if (folder / TOMBS).exists() else []
+        self.tomb_ids: frozenset[str] = frozenset(tombs)
+        self.tomb_hashes = np.array(sorted(id_hash(rid) for rid in tombs), dtype=np.uint64)
         self._records = RecordFile(folder / DATA)
         dim = int(self.meta["dim"])
         self._vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
@@ -322,6 +337,17 @@ class Segment:
             if self.doc(row).get("id") == rid:
                 return row
         return None
+
+    @property
+    def hashes(self) -> np.ndarray:
+        """The id hash of every row."""
+        return self._hashes[0]
+
+    def has_hashes(self, hashes: np.ndarray) -> np.ndarray:
+        """Mask of `hashes` that some row's id has (an id with that hash may be here)."""
+        if not self.n or not len(hashes):
+            return np.zeros(len(hashes), dtype=bool)
+        return np.isin(hashes, self.hashes)
 
     def tag_rows(self, tag: str) -> np.ndarray:
         return np.asarray(self.tags.get(tag, ()), dtype=np.int64)

@@ -1,11 +1,27 @@
-"""A shard: one checkpoint plus the journals written after it, mirrored in memory.
+"""A shard: a short list of sealed segments plus the journals written after them, mirrored in memory.
 
-On disk a shard is a folder of `seg-<gen>/` checkpoints and `wal-<gen>.ndjson` journals; the
-newest complete checkpoint covers every journal with a generation up to its own, and the state is
-that checkpoint with the newer journals replayed in order. `refresh()` brings the in-memory mirror
-up to date by reading only what was appended since the last call, so a long-lived server sees
-other processes' writes at the cost of a directory scan. Writers hold the store lock, call
-`refresh()`, decide, then `append()`: the journal line is fsync'd before the call returns.
+On disk a shard is a folder of segments and `wal-<gen>.ndjson` journals. A segment covers a range
+of journal generations: `seg-<hi>/` covers every journal from the first to `wal-<hi>` (the only
+kind of segment before segments were layered, so a store of an older version opens unchanged),
+`seg-<lo>-<hi>/` covers `wal-<lo>` to `wal-<hi>` and holds only what those journals changed. A
+complete segment whose range holds another's supersedes it (a merge renames its output into
+place before it deletes its inputs, so a crash between leaves both: the reader takes the wider
+one, and the next builder deletes the other). The live segments chain: each one starts where
+the one before it ended, the first at generation 1; a gap means a segment folder was lost and
+reads fail naming it (`mem doctor --repair` salvages the rest). The state is the segments in
+order, then the newer journals replayed in order.
+
+A record of an older segment is shadowed by a newer segment that holds its id, either as a
+record (an overwrite) or in its tombstones (`tombs.json`: the ids it deleted); the newest
+version of an id wins. Shadowing between segments is computed once per set of segments from
+their id hashes (64-bit blake2b: two ids share one with odds of about 1e-8 in a million-record
+shard, in which case the older record would be hidden too); records shadowed by the journals
+(the memtable) are found by id, exactly, as they are applied.
+
+`refresh()` brings the in-memory mirror up to date by reading only what was appended since the
+last call, so a long-lived server sees other processes' writes at the cost of a directory scan.
+Writers hold the store lock, call `refresh()`, decide, then `append()`: the journal line is
+fsync'd before the call returns.
 
 A shard without a folder lives only in memory (the working tier of a `serve-stdio` session).
 
@@ -17,7 +33,7 @@ that no longer exists.
 
 Vectors of another dimension than the shard's (written by a process that had not yet seen a
 `mem reindex --embedder` that changed the dimension, or read mid-reindex) are not used: such a
-record or checkpoint is found by its words, keys and tags but not by vector similarity until the
+record or segment is found by its words, keys and tags but not by vector similarity until the
 reindex finishes (or `mem doctor --repair` re-embeds it). A reader never fails on them.
 """
 
@@ -47,31 +63,83 @@ WAL = "wal-{:08d}.ndjson"
 SEG = "seg-{:08d}"
 DESCRIPTOR = "shard.json"
 DAMAGED = "damaged-"  # prefix of a journal with damaged lines that a checkpoint kept aside
-_NAME = re.compile(r"^(wal|seg)-(\d{8})(\.ndjson)?$")
+_NAME = re.compile(r"^(wal|seg)-(\d{8})(?:-(\d{8}))?(\.ndjson)?$")
+
+Range = tuple[int, int]  # (lo, hi): the journal generations a segment covers
 
 
-def listing(folder: Path) -> tuple[list[int], list[int]]:
-    """Generations of the complete checkpoints and of the journals in `folder`, ascending."""
-    segs: list[int] = []
+def seg_name(lo: int, hi: int) -> str:
+    """The folder name of the segment covering journals `lo` to `hi` (`seg-<hi>` from the first)."""
+    return SEG.format(hi) if lo <= 1 else f"seg-{lo:08d}-{hi:08d}"
+
+
+def scan(folder: Path) -> tuple[list[Range], list[int]]:
+    """Ranges of every complete segment folder, and generations of the journals, in `folder`."""
+    ranges: list[Range] = []
     wals: list[int] = []
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
-        return segs, wals
+        return ranges, wals
     for name in names:
         match = _NAME.match(name)
-        if match:
-            (segs if match[1] == "seg" else wals).append(int(match[2]))
-    return sorted(segs), sorted(wals)
+        if not match:
+            continue
+        if match[1] == "wal":
+            if match[4] and not match[3]:
+                wals.append(int(match[2]))
+        elif not match[4]:
+            ranges.append((int(match[2]), int(match[3])) if match[3] else (1, int(match[2])))
+    return sorted(ranges), sorted(wals)
+
+
+def live_ranges(ranges: list[Range]) -> list[Range]:
+    """The segments not superseded by a wider one (see the module's docstring), oldest first."""
+    kept: list[Range] = []
+    for lo, hi in sorted(ranges, key=lambda r: (r[0], -r[1])):
+        if kept and hi <= kept[-1][1]:
+            continue  # inside the one kept before: a merge's input it has not deleted yet
+        kept.append((lo, hi))
+    return kept
+
+
+def superseded(ranges: list[Range]) -> list[Range]:
+    live = set(live_ranges(ranges))
+    return [r for r in ranges if r not in live]
+
+
+def segment_chain(folder: Path) -> tuple[list[Range], list[int]]:
+    """The live segments of `folder` (checked to chain from generation 1) and its journals;
+    `MissingCheckpoint` names a segment folder that is gone."""
+    ranges, wals = scan(folder)
+    chain = live_ranges(ranges)
+    expected = 1
+    for lo, hi in chain:
+        if lo != expected:
+            lost = folder / (seg_name(expected, lo - 1) if lo > expected else seg_name(lo, hi))
+            why = "missing" if lo > expected else "overlapping"
+            raise MissingCheckpoint(
+                f"{lost} is {why} (the segments after it remain): run `mem doctor --repair`",
+                {"file": str(lost), "why": why},
+            )
+        expected = hi + 1
+    return chain, wals
+
+
+def listing(folder: Path) -> tuple[list[int], list[int]]:
+    """Newest generations of every complete segment and generations of the journals in
+    `folder`, ascending (the newest segment's is where the journals start again)."""
+    ranges, wals = scan(folder)
+    return sorted(hi for _, hi in ranges), wals
 
 
 def recorded_descriptor(folder: Path) -> dict[str, Any] | None:
-    """The shard's descriptor from the copies kept beside its data (the newest checkpoint's
+    """The shard's descriptor from the copies kept beside its data (the newest segment's
     manifest, else a journal's header), for when `shard.json` is lost or damaged."""
-    segs, wals = listing(folder)
-    for gen in reversed(segs):
+    ranges, wals = scan(folder)
+    for lo, hi in sorted(ranges, key=lambda r: r[1], reverse=True):
         try:
-            manifest = read_manifest(folder / SEG.format(gen))
+            manifest = read_manifest(folder / seg_name(lo, hi))
         except (OSError, Damaged):
             continue
         if manifest is not None and isinstance(manifest.get("shard"), dict) and "kind" in manifest["shard"]:
@@ -89,21 +157,34 @@ def recorded_descriptor(folder: Path) -> dict[str, Any] | None:
 
 
 class MissingCheckpoint(Damaged):
-    """The journals after a checkpoint are there but the checkpoint is not."""
+    """The journals or segments after a segment are there but the segment is not."""
 
 
 def check_chain(folder: Path, newest: int, wals: list[int]) -> None:
-    """Raise `MissingCheckpoint` if the journals after checkpoint `newest` do not start right
-    after it. Every journal is created as `wal-<checkpoint + 1>` and a checkpoint is renamed
-    into place before the journals it covers are deleted, so a gap means a checkpoint folder
-    was lost: reading on would silently drop its records."""
+    """Raise `MissingCheckpoint` if the journals after segment generation `newest` do not start
+    right after it. Every journal is created as `wal-<checkpoint + 1>` and a segment is renamed
+    into place before the journals it covers are deleted, so a gap means a segment folder was
+    lost: reading on would silently drop its records."""
     after = [gen for gen in wals if gen > newest]
     if after and after[0] != newest + 1:
-        lost = folder / SEG.format(after[0] - 1)
+        lost = folder / seg_name(newest + 1, after[0] - 1)
         raise MissingCheckpoint(
             f"{lost} is missing (the journals after it remain): run `mem doctor --repair`",
             {"file": str(lost), "why": "missing"},
         )
+
+
+def shadowed(segs: list[Segment]) -> list[np.ndarray]:
+    """Per segment, the mask of rows that a newer segment shadows (holds the id as a record or
+    a tombstone)."""
+    masks: list[np.ndarray] = [np.zeros(0, dtype=bool)] * len(segs)
+    newer = np.zeros(0, dtype=np.uint64)
+    for i in reversed(range(len(segs))):
+        seg = segs[i]
+        masks[i] = np.isin(seg.hashes, newer) if len(newer) and seg.n else np.zeros(seg.n, dtype=bool)
+        if i:
+            newer = np.union1d(newer, np.concatenate([seg.hashes, seg.tomb_hashes]))
+    return masks
 
 
 class Shard(Scope):
@@ -115,16 +196,22 @@ class Shard(Scope):
         self.on_create: Callable[[], None] | None = None  # called when the folder is first written
         self.on_delete: Callable[[], None] | None = None  # called after a delete is logged (a purge is due)
         self.on_append: Callable[[], None] | None = None  # called after any write is logged
-        self.seg: Segment | None = None
+        self.segs: list[Segment] = []
         self.journals: list[Journal] = []
         self.version = 0
-        self._reset(None)
+        self._reset([])
 
     # -- reading the disk -------------------------------------------------------------------
 
     @property
+    def seg(self) -> Segment | None:
+        """The newest segment (the only one, in a shard just merged or checkpointed once)."""
+        return self.segs[-1] if self.segs else None
+
+    @property
     def seg_gen(self) -> int:
-        return self.seg.gen if self.seg else 0
+        """The newest journal generation the segments cover."""
+        return self.segs[-1].gen if self.segs else 0
 
     def refresh(self) -> None:
         """Apply whatever other processes (or checkpoints) changed since the last call."""
@@ -143,14 +230,15 @@ class Shard(Scope):
 
     def _refresh_once(self) -> None:
         assert self.folder is not None
-        segs, wals = listing(self.folder)
-        newest = segs[-1] if segs else 0
+        chain, wals = segment_chain(self.folder)
+        newest = chain[-1][1] if chain else 0
         check_chain(self.folder, newest, wals)
         # A journal we know that is gone (deleted, or never opened before its folder was removed)
         # means the shard was deleted or replaced under us: start again from what is on disk.
         gone = any(j.unlinked() or j.gen not in wals for j in self.journals)
-        if newest != self.seg_gen or gone:
-            self._reset(self._open_segment(newest) if newest else None)
+        names = [seg_name(lo, hi) for lo, hi in chain]
+        if names != [seg.folder.name for seg in self.segs] or gone:
+            self._reset(self._open_segments(names, reuse=not gone))
         known = {j.gen for j in self.journals}
         for gen in wals:
             if gen > self.seg_gen and gen not in known:
@@ -160,27 +248,44 @@ class Shard(Scope):
             for op in journal.read_new():
                 self._apply(op)
 
-    def _open_segment(self, gen: int) -> Segment:
+    def _open_segments(self, names: list[str], reuse: bool) -> list[Segment]:
+        """The segments `names`, keeping those already open (a merge replaced only some)."""
         assert self.folder is not None
-        seg = open_segment(self.folder / SEG.format(gen))
+        open_now = {seg.folder.name: seg for seg in self.segs} if reuse else {}
+        opened: list[Segment] = []
+        try:
+            for name in names:
+                opened.append(open_now.get(name) or self._open_segment(self.folder / name))
+        except BaseException:
+            for seg in opened:
+                if seg not in open_now.values():
+                    seg.close()
+            raise
+        return opened
+
+    def _open_segment(self, path: Path) -> Segment:
+        seg = open_segment(path)
         if self.dim and int(seg.meta["dim"]) != self.dim:  # mid-reindex: words only, no vectors
             seg.blind(self.dim)
         return seg
 
-    def _reset(self, seg: Segment | None) -> None:
+    def _reset(self, segs: list[Segment]) -> None:
         for journal in self.journals:
             journal.close()
-        if self.seg is not None:
-            self.seg.close()
-        self.seg = seg
-        self.tomb: set[int] = set()
+        for seg in self.segs:
+            if seg not in segs:
+                seg.close()
+        self.segs = segs
+        self.dead = shadowed(segs)  # per segment: rows a newer segment shadows
+        self.tombs: list[set[int]] = [set() for _ in segs]  # per segment: rows the journals shadow
+        self.gone: set[str] = set()  # ids the journals deleted (tombstones for older segments)
         self.mem = Memtable(self.dim, self.schema.text if self.schema.indexed else None)
         self.journals = []
         self.version += 1
         # a lower bound of the records' expiry times: when it is past, something may need purging
-        self.next_expiry = float(seg.expires.min()) if seg is not None and seg.n else math.inf
+        self.next_expiry = min((float(seg.expires.min()) for seg in segs if seg.n), default=math.inf)
         # records whose vectors have another dimension (not searchable by vector; see above)
-        self.foreign_vectors = seg.n if seg is not None and self.dim and int(seg.meta["dim"]) != self.dim else 0
+        self.foreign_vectors = sum(seg.n for seg in segs if self.dim and int(seg.meta["dim"]) != self.dim)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -231,6 +336,7 @@ class Shard(Scope):
         rid = rec["id"]
         if not self.mem.remove(rid):
             self._bury(rid)
+        self.gone.discard(rid)
         vec = decode_vector(rec["vec"]) if self.dim and rec.get("vec") else None
         if vec is not None and len(vec) != self.dim:
             vec = None  # made with another embedder: see the module's docstring
@@ -241,11 +347,25 @@ class Shard(Scope):
     def _remove(self, rid: str) -> None:
         if not self.mem.remove(rid):
             self._bury(rid)
+        if self.folder is not None:
+            self.gone.add(rid)
 
     def _bury(self, rid: str) -> None:
-        row = self.seg.find(rid) if self.seg else None
-        if row is not None:
-            self.tomb.add(row)
+        found = self.locate(rid)
+        if found is not None:
+            self.tombs[found[0]].add(found[1])
+
+    def locate(self, rid: str) -> tuple[int, int] | None:
+        """(segment, row) of the newest segment version of `rid`, if it is not shadowed by a
+        newer segment (the journals' shadowing is in `tombs`)."""
+        for i in reversed(range(len(self.segs))):
+            seg = self.segs[i]
+            row = seg.find(rid)
+            if row is not None:
+                return None if self.dead[i][row] else (i, row)
+            if rid in seg.tomb_ids:
+                return None
+        return None
 
     # -- reading the state ------------------------------------------------------------------
 
@@ -253,42 +373,47 @@ class Shard(Scope):
         """The live record `rid`, or None (missing, deleted or expired)."""
         doc = self.mem.get(rid)
         if doc is None:
-            row = self.seg.find(rid) if self.seg else None
-            if row is None or row in self.tomb:
+            found = self.locate(rid)
+            if found is None or found[1] in self.tombs[found[0]]:
                 return None
-            doc = self.seg.doc(row)  # type: ignore[union-attr]
+            doc = self.segs[found[0]].doc(found[1])
         return doc if expiry(doc) > now else None
 
     def last(self, now: float) -> dict[str, Any] | None:
         """The newest live record: the memtable's last written (slots are kept in write order
-        by `slot_of`), else the checkpoint's last live row (rows are in write order too)."""
+        by `slot_of`), else the newest segment's last live row (rows are in write order too)."""
         for rid in reversed(self.mem.slot_of):
             doc = self.mem.docs[self.mem.slot_of[rid]]
             if doc is not None and expiry(doc) > now:
                 return doc
-        if self.seg is not None:
-            alive = np.flatnonzero(self.seg_alive(now))
+        for i in reversed(range(len(self.segs))):
+            alive = np.flatnonzero(self.part_alive(i, now))
             if len(alive):
-                return self.seg.doc(int(alive[-1]))
+                return self.segs[i].doc(int(alive[-1]))
         return None
 
-    def seg_alive(self, now: float) -> np.ndarray:
-        """Mask of checkpoint rows that are neither superseded, deleted nor expired."""
-        if self.seg is None:
-            return np.zeros(0, dtype=bool)
-        alive = self.seg.expires > now
-        if self.tomb:
-            alive[np.fromiter(self.tomb, dtype=np.int64)] = False
+    def part_alive(self, i: int, now: float) -> np.ndarray:
+        """Mask of segment `i`'s rows that are neither shadowed, deleted nor expired."""
+        seg = self.segs[i]
+        alive = seg.expires > now
+        alive &= ~self.dead[i]
+        if self.tombs[i]:
+            alive[np.fromiter(self.tombs[i], dtype=np.int64)] = False
         return alive
+
+    def seg_alive(self, now: float) -> list[np.ndarray]:
+        """`part_alive` of every segment, oldest first."""
+        return [self.part_alive(i, now) for i in range(len(self.segs))]
 
     def mem_alive(self, now: float) -> np.ndarray:
         return self.mem.expires[: self.mem.n] > now
 
     def docs(self, now: float) -> Iterator[dict[str, Any]]:
-        """Every live record: checkpoint rows in order, then newer records in slot order."""
-        if self.seg is not None:
-            for row in np.flatnonzero(self.seg_alive(now)):
-                yield self.seg.doc(int(row))
+        """Every live record: segment rows in order, oldest segment first, then newer records
+        in slot order."""
+        for i, seg in enumerate(self.segs):
+            for row in np.flatnonzero(self.part_alive(i, now)):
+                yield seg.doc(int(row))
         alive = self.mem_alive(now)
         for slot, doc in self.mem.items():
             if alive[slot]:
@@ -296,10 +421,18 @@ class Shard(Scope):
 
     def usage(self, now: float) -> tuple[int, int]:
         """(live records, their bytes)."""
-        seg_alive, mem_alive = self.seg_alive(now), self.mem_alive(now)
-        seg_bytes = int(self.seg.sizes[seg_alive].sum()) if self.seg is not None else 0
+        count = size = 0
+        for i, seg in enumerate(self.segs):
+            alive = self.part_alive(i, now)
+            count += int(alive.sum())
+            size += int(seg.sizes[alive].sum())
+        mem_alive = self.mem_alive(now)
         mem_bytes = int(np.asarray(self.mem.sizes)[mem_alive].sum()) if self.mem.n else 0
-        return int(seg_alive.sum() + mem_alive.sum()), seg_bytes + mem_bytes
+        return count + int(mem_alive.sum()), size + mem_bytes
+
+    def segment_bytes(self) -> int:
+        """Bytes of the records the segments were written with."""
+        return sum(int(seg.meta["bytes"]) for seg in self.segs)
 
     def search(
         self,
@@ -319,4 +452,4 @@ class Shard(Scope):
         return sum(j.pending() for j in self.journals)
 
     def close(self) -> None:
-        self._reset(None)
+        self._reset([])
