@@ -807,6 +807,8 @@ class Persistent(_Group):
     def update(self, memory_id: str, **changes: Any) -> Record:
         """Change the given fields (label, description, inputs_scope, additional_variables,
         retrieval, contribution, status)."""
+        if "agent" in changes:  # the store's `agent` is the caller's identity, not a field
+            raise InvalidInput("cannot update agent")
         return self._service.persistent_memory_update(memory_id, namespace=self._ns, **changes)
 
     def delete(self, memory_id: str) -> Record:

@@ -95,6 +95,11 @@ def test_content_that_is_not_json_is_refused_saying_so(memory, content):
             memory.store(content, key=key)
 
 
+def test_a_persistent_update_cannot_name_the_caller_agent(memory):
+    with pytest.raises(InvalidInput, match="cannot update agent"):
+        memory.persistent.update("pm_x", agent="bob")
+
+
 def test_default_key_is_the_content_hash_mem_store_uses(memory):
     key = memory.store("same words")
     assert key == {"hash": hashlib.sha256(b"same words").hexdigest()[:16]}
