@@ -515,3 +515,15 @@ def test_get_last_and_usage_across_segments(home):
     assert count == 2
     assert size == sum(len(orjson.dumps(shard.get(f'{{"k":{k}}}', now))) for k in (1, 3))
     assert [d["key"]["k"] for d in shard.docs(now)] == [3, 1]
+
+
+def test_records_are_listed_in_order_of_writing_when_a_freed_slot_is_reused():
+    """An overwrite takes the slot its old version freed: listing order (which breaks ties of
+    one millisecond) must still be the order of writing."""
+    from a2e_mem.backends.files.memtable import Memtable
+
+    table = Memtable(0, None)
+    for rid in ("a", "b"):
+        table.put(rid, {"id": rid}, 1, None)
+    table.put("a", {"id": "a", "v": 2}, 1, None)
+    assert [doc["id"] for _, doc in table.items()] == ["b", "a"]

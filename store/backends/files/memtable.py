@@ -77,8 +77,10 @@ class Memtable:
         return None if slot is None else self.docs[slot]
 
     def items(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """(slot, doc) in slot order."""
-        for slot in sorted(self.slot_of.values()):
+        """(slot, doc) in order of writing, oldest first: `slot_of` keeps it (an overwrite is
+        removed and put anew), where slot order does not (a freed slot is reused), and listings
+        break ties of one millisecond by it."""
+        for slot in list(self.slot_of.values()):
             doc = self.docs[slot]
             assert doc is not None
             yield slot, doc
