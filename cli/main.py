@@ -50,6 +50,10 @@ COMMANDS = {
 }
 
 
+# BLAS on one thread in `mem` processes (store/blas.py says why; kept in step with its list)
+ONE_THREAD_BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 class MemGroup(TyperGroup):
     """The root command group: builds a command when it is needed, and turns any failure in
     a command into one stderr line and an exit code."""
@@ -185,6 +189,8 @@ def run() -> None:
     freeing numpy, pydantic and tokenizer state on every call): everything a command
     acknowledged is fsync'd before it prints, and the output streams are flushed here."""
     code: int | str | None = 0
+    for name in ONE_THREAD_BLAS:  # before numpy loads: see store/blas.py (a user's setting stands)
+        os.environ.setdefault(name, "1")
     try:
         app(prog_name="mem")  # also under `python -m a2e_mem.cli.main`: help and errors name `mem`
     except SystemExit as exc:

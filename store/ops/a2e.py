@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from .. import clock, timeaware
 from ..backends.base import SYSTEM, Backend, Candidates, Filters, Scope, fusion_formula
+from ..blas import on_one_thread
 from ..config import Config, Limits
 from ..embed import encode_vectors
 from ..errors import InvalidInput, MemoryFull, NotFound, Unauthorized
@@ -393,6 +394,7 @@ class A2E:
 
     # -- retrieve ---------------------------------------------------------------------------
 
+    @on_one_thread
     def retrieve(
         self,
         session: Session,
@@ -434,6 +436,7 @@ class A2E:
         found = _rank(parts, limit, min_score, applied if explain else None, asked)
         return {**found, "warnings": warnings} if warnings else found
 
+    @on_one_thread
     def search_namespace(
         self,
         namespace: str,

@@ -30,6 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ...blas import on_one_thread
 from ...lexical import idf, normaliser, terms
 from ..base import Candidates, Filters, fuse
 from .segment import Segment
@@ -92,6 +93,7 @@ def parts(shard: Shard, now: float) -> list[Part]:
     return [*found, Part(shard, None, shard.mem_alive(now))]
 
 
+@on_one_thread
 def search(
     shard: Shard,
     now: float,
