@@ -406,6 +406,25 @@ def test_a_backing_off_shard_is_not_due_a_checkpoint(home, monkeypatch):
     assert not checkpoint.due(shard, share=0)
 
 
+def test_a_checkpoint_counts_as_failed_until_it_succeeds(home, monkeypatch):
+    """A builder killed outright (the OOM killer, kill -9) records nothing afterwards; had its
+    attempt not been counted when it began, every write would start another (the audit saw
+    about 290 in 15 s). While it builds the shard backs off; a success clears the count."""
+    svc = MemoryService(home)
+    svc.store(svc.scope("ns", "a"), [{"key": {"i": "1"}, "content": "one", "tier": "semantic"}])
+    shard = svc.engine.shard("ns", "semantic", schema="entries")
+    during: list[bool] = []
+    real = checkpoint._write_range
+
+    def watched(shard, folder, *args, **kwargs):
+        during.append(checkpoint.backing_off(folder) and not checkpoint.due(shard, share=0))
+        return real(shard, folder, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "_write_range", watched)
+    assert svc.engine.checkpoint_shard(shard, force=True, wait=True)
+    assert during == [True] and not (shard.folder / checkpoint.STATE).exists()
+
+
 def test_the_backoff_doubles_and_ends(home):
     from a2e_mem import clock
 

@@ -184,10 +184,12 @@ def run(
             if first < len(shard.segs) or (_holds_writes(shard) and (force or shard.pending_bytes())):
                 frozen = _freeze(shard, folder)
         if frozen is not None:
+            # counted as failed until it succeeds: a builder killed outright (the OOM killer,
+            # kill -9) records nothing, and the next write would start another at once
+            _record_failure(folder)
             try:
                 _write_range(shard, folder, first, frozen, embedder, embed)
             except BaseException:
-                _record_failure(folder)
                 if purge is not None:
                     with contextlib.suppress(OSError):
                         purge.touch(0o600)
