@@ -214,7 +214,7 @@ class Database:
                     max_size=POOL_MAX,
                     kwargs=self._kwargs,
                     configure=self._prepare,
-                    check=ConnectionPool.check_connection,  # a restarted server's dead connections are replaced
+                    check=check_idle_connection,  # a restarted server's dead connections are replaced
                     timeout=POOL_WAIT,
                     name="mem",
                     open=True,
@@ -388,6 +388,26 @@ class Database:
         with contextlib.suppress(Exception):  # a record whose arguments do not format is left as it is
             record.msg, record.args = self.scrub(record.getMessage()), None
         return True
+
+
+def check_idle_connection(conn: Any) -> None:
+    """The pool's check of a connection it hands out, without a round trip when it can tell: an
+    idle connection has nothing to read, so a socket with something to read is one the server
+    ended (a restart, `pg_terminate_backend`: its last message and the end of the stream are
+    waiting) or sent a notice; only then is the server asked (an empty statement, which raises
+    for a dead connection: the pool replaces it). The round trip psycopg_pool's own check makes
+    on every checkout was a third of a retrieve's round trips."""
+    import select
+
+    from psycopg import OperationalError, pq
+
+    if conn.closed or conn.broken:
+        raise OperationalError("the connection is closed")
+    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        raise OperationalError("the connection was returned inside a transaction")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        conn.execute("")
 
 
 def retryable(failure: StoreUnavailable) -> StoreUnavailable:
