@@ -187,10 +187,19 @@ class PgScope(Scope):
     def load_docs(self, seqs: list[int]) -> dict[int, Doc]:
         """Records by their `seq` (for search results; a damaged row found by a search is named
         by `Damaged`: its rank cannot be dropped from a result already cut)."""
-        rows = self._run(
-            f"SELECT seq, id, raw FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])", {"seqs": seqs}
-        )
-        return {seq: load(raw, self._where(rid)) for seq, rid, raw in rows}
+        return {seq: doc for seq, (doc, _) in self.load_rows(seqs).items()}
+
+    def load_rows(self, seqs: list[int]) -> dict[int, tuple[Doc, Any]]:
+        """(record, stored vector or None) by `seq`, in one round trip: a search's leaders are
+        both listed (their records) and compared with each other (their vectors, `diversify`).
+        Fetched in binary, so a vector arrives as its floats, not as text to parse."""
+        with self.backend.db.connection() as conn:
+            cursor = conn.cursor(binary=True)
+            rows = cursor.execute(
+                f"SELECT seq, id, raw, vec FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
+                {**self.key, "seqs": seqs},
+            ).fetchall()
+        return {seq: (load(raw, self._where(rid)), vec) for seq, rid, raw, vec in rows}
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -97,7 +96,7 @@ def search(
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
         path = "exact"
-    return [_scored(scope, rows, weights, avgdl, total, path, len(qvec))]
+    return [_scored(scope, rows, weights, avgdl, total, path, len(qvec), k)]
 
 
 def _after_reindex(scope: PgScope) -> np.ndarray:
@@ -222,33 +221,45 @@ def _index_rows(
         return None
     watermark = sql.Literal(int(upto))  # the index's predicate: the planner must see the constant
     timed = ", at, doc" if "since" in params or "until" in params else ""  # what `WHEN` reads
-    near_sql = sql.SQL(
-        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed + ", vec <=> %(q)b AS d "
-        "FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b LIMIT %(ef)s) AS near "
-        "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
-    ).format(upto=watermark)
-    recent_sql = sql.SQL(
-        "SELECT seq FROM mem_records WHERE " + where + " AND seq > {upto} ORDER BY " + DISTANCE + " LIMIT %(fetch)s"
-    ).format(upto=watermark)
+    rare = _rarest(list(weights), dfs)
+    values: dict[str, Any] = {**params, "ef": ef, "fetch": fetch}
+    if rare:
+        values.update({f"t{i}": term for i, term in enumerate(weights)})
+        values.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
+        values.update(rare=rare, avgdl=avgdl)
+    statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed)).format(upto=watermark)
     with scope.backend.db.connection() as conn:
         with conn.pipeline():
             conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
-            near_cursor = conn.execute(near_sql, {**params, "ef": ef, "fetch": fetch})
-            recent_cursor = conn.execute(recent_sql, {**params, "fetch": fetch})
-        near = [r[0] for r in near_cursor.fetchall()]
-        recent = [r[0] for r in recent_cursor.fetchall()]
-        if len(near) + len(recent) < min(fetch, total):
-            return None
-        rare = _rarest(list(weights), dfs)
-        leaders = []
-        if rare:
-            numbered: dict[str, Any] = {f"t{i}": term for i, term in enumerate(weights)}
-            numbered.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
-            statement = _leaders_sql(where, len(weights))
-            values = {**params, **numbered, "rare": rare, "avgdl": avgdl, "fetch": fetch}
-            leaders = [r[0] for r in conn.execute(statement, values).fetchall()]
-        statement = f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} AND seq = ANY(%(near)s::bigint[])"
-        return conn.execute(statement, {**params, "near": near + recent + leaders}).fetchall()
+            cursor = conn.execute(statement, values)
+        rows = cursor.fetchall()
+    found = rows[0][-1] if rows else 0  # rows the index and the recent rows gave
+    if found < min(fetch, total):
+        return None
+    return [row[:-1] for row in rows]
+
+
+def _candidates_sql(where: str, count: int | None, timed: str) -> str:
+    """One statement for the index path's candidates, scored as `SCORE_COLUMNS` gives them: the
+    index's nearest rows of the scope, the rows written since the watermark (`{upto}`) by exact
+    cosine, and (with `count` query terms) the BM25 leaders of the rarest terms; the last column
+    counts the first two kinds (too few: the caller searches exactly)."""
+    near = (
+        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed + ", vec <=> %(q)b AS d "
+        "FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b LIMIT %(ef)s) AS near "
+        "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
+    )
+    recent = "SELECT seq FROM mem_records WHERE " + where + " AND seq > {upto} ORDER BY " + DISTANCE + " LIMIT %(fetch)s"
+    parts = [f"near AS ({near})", f"recent AS ({recent})"]
+    chosen = "SELECT seq FROM near UNION SELECT seq FROM recent"
+    if count is not None:
+        parts.append(f"leaders AS ({_leaders_sql(where, count)})")
+        chosen += " UNION SELECT seq FROM leaders"
+    return (
+        f"WITH {', '.join(parts)} SELECT {SCORE_COLUMNS}, "
+        "(SELECT count(*) FROM near) + (SELECT count(*) FROM recent) "
+        f"FROM mem_records WHERE {where} AND seq IN ({chosen})"
+    )
 
 
 def _leaders_sql(where: str, count: int) -> str:
@@ -279,7 +290,14 @@ def _rarest(qterms: list[str], dfs: list[int]) -> list[str]:
 
 
 def _scored(
-    scope: PgScope, rows: list[tuple], weights: dict[str, float], avgdl: float, total: int, path: str, dim: int
+    scope: PgScope,
+    rows: list[tuple],
+    weights: dict[str, float],
+    avgdl: float,
+    total: int,
+    path: str,
+    dim: int,
+    first: int,
 ) -> Candidates:
     n = len(rows)
     seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
@@ -293,30 +311,10 @@ def _scored(
             lexical[i] = bm25(Counter(matched), weights, length, avgdl) / norm
     lexical = np.minimum(lexical, 1.0)
     relevance = fuse(vector, lexical)
-    found = Candidates(Loader(scope, seqs, relevance), np.arange(n), relevance, vector, lexical, updated, total, path)
-    found.vectors = _vectors(scope, seqs, dim)
+    loader = Loader(scope, seqs, relevance, first)
+    found = Candidates(loader, np.arange(n), relevance, vector, lexical, updated, total, path)
+    found.vectors = lambda positions: loader.vectors(positions, dim)
     return found
-
-
-def _vectors(scope: PgScope, seqs: np.ndarray, dim: int) -> Callable[[np.ndarray], np.ndarray]:
-    """The stored vectors of some candidates (by position), in one round trip; a row without a
-    vector of the query's dimension gets zeros (as its cosine counted 0)."""
-
-    def vectors(positions: np.ndarray) -> np.ndarray:
-        wanted = [int(seqs[p]) for p in positions]
-        found = dict(_run(scope, f"SELECT seq, vec FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
-                          {**scope.key, "seqs": wanted}))  # fmt: skip
-        out = np.zeros((len(wanted), dim), dtype=np.float32)
-        for i, seq in enumerate(wanted):
-            vec = found.get(seq)
-            if vec is None:
-                continue
-            vec = vec.to_numpy() if hasattr(vec, "to_numpy") else vec  # pgvector's Vector, or an array
-            if len(vec) == dim:
-                out[i] = np.asarray(vec, dtype=np.float32)
-        return out
-
-    return vectors
 
 
 def bm25(tf: Counter, weights: dict[str, float], length: int, avgdl: float) -> float:
@@ -326,32 +324,56 @@ def bm25(tf: Counter, weights: dict[str, float], length: int, avgdl: float) -> f
 
 
 class Loader:
-    """`Candidates.fetch`: a row's record, read with the next rows in rank order (callers read
-    the leaders first), in batches that double, so a top-k costs one round trip."""
+    """`Candidates.fetch` and `Candidates.vectors`: a row's record and stored vector, read with
+    the next rows in rank order (callers read the leaders first), in batches that double. The
+    first batch is the pool the caller asked for (`first`: its `k`), so that a query's pool, its
+    records and their vectors, is one round trip."""
 
     FIRST, MOST = 16, 1024
 
-    def __init__(self, scope: PgScope, seqs: np.ndarray, rank: np.ndarray) -> None:
+    def __init__(self, scope: PgScope, seqs: np.ndarray, rank: np.ndarray, first: int = FIRST) -> None:
         self.scope = scope
         self.seqs = seqs
         self.order = np.argsort(-rank, kind="stable")
         self.position = np.empty(len(seqs), dtype=np.int64)
         self.position[self.order] = np.arange(len(seqs))
         self.docs: dict[int, Doc] = {}
-        self.batch = self.FIRST
+        self.vecs: dict[int, Any] = {}
+        self.batch = max(self.FIRST, min(first, self.MOST))
 
     def __call__(self, row: int) -> Doc:
         if row not in self.docs:
-            start = int(self.position[row])
-            wanted = [row] + [int(r) for r in self.order[start + 1 : start + self.batch] if int(r) not in self.docs]
-            found = self.scope.load_docs([int(self.seqs[r]) for r in wanted])
-            for r in wanted:
-                doc = found.get(int(self.seqs[r]))
-                if doc is not None:
-                    self.docs[r] = doc
-            self.batch = min(2 * self.batch, self.MOST)
-            if row not in self.docs:  # deleted by another process between the ranking and now
-                failure = StoreUnavailable("a record found by the search was deleted meanwhile: send the request again")
-                failure.retryable = True
-                raise failure
+            self._load([row])
         return self.docs[row]
+
+    def _load(self, rows: list[int]) -> None:
+        """Read `rows` and, up to the batch size, the rows after the first of them in rank order."""
+        start = int(self.position[rows[0]])
+        wanted = list(dict.fromkeys(rows))
+        wanted += [int(r) for r in self.order[start : start + self.batch] if int(r) not in self.docs]
+        wanted = list(dict.fromkeys(wanted))
+        found = self.scope.load_rows([int(self.seqs[r]) for r in wanted])
+        for r in wanted:
+            row = found.get(int(self.seqs[r]))
+            if row is not None:
+                self.docs[r], self.vecs[r] = row
+        self.batch = min(2 * self.batch, self.MOST)
+        if any(r not in self.docs for r in rows):  # deleted by another process between the ranking and now
+            failure = StoreUnavailable("a record found by the search was deleted meanwhile: send the request again")
+            failure.retryable = True
+            raise failure
+
+    def vectors(self, rows: np.ndarray, dim: int) -> np.ndarray:
+        """The stored vectors of `rows` (zeros for a row without one of dimension `dim`)."""
+        missing = [int(r) for r in rows if int(r) not in self.docs]
+        if missing:
+            self._load(missing)
+        out = np.zeros((len(rows), dim), dtype=np.float32)
+        for i, r in enumerate(rows):
+            vec = self.vecs.get(int(r))
+            if vec is None:
+                continue
+            vec = vec.to_numpy() if hasattr(vec, "to_numpy") else vec  # pgvector's Vector, or an array
+            if len(vec) == dim:
+                out[i] = np.asarray(vec, dtype=np.float32)
+        return out
