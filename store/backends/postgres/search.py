@@ -42,7 +42,7 @@ EXACT_MAX = 20_000
 FETCH_FACTOR = 3  # as files/search.py: over-fetch for the caller's own cuts
 MIN_FETCH = 32
 EF_MIN, EF_MAX = 200, 1000  # hnsw.ef_search bounds (pgvector refuses more than 1000)
-EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more
+EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more (share < 1)
 LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by BM25 (each read costs ~10 us)
 
 # a row's cosine distance; a vector of another dimension than the query's (left by hand in a
@@ -139,9 +139,9 @@ def _where(scope: PgScope, now: float, filters: Filters) -> tuple[str, dict[str,
     return where, params
 
 
-def _run(scope: PgScope, sql: str, params: dict[str, Any]) -> list[tuple]:
+def _run(scope: PgScope, sql: str, params: dict[str, Any], prepare: bool | None = None) -> list[tuple]:
     with scope.backend.db.connection() as conn:
-        return conn.execute(sql, params).fetchall()
+        return conn.execute(sql, params, prepare=prepare).fetchall()
 
 
 def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candidates]:
@@ -183,7 +183,9 @@ def _statistics(
         FROM (SELECT 1) AS one
         LEFT JOIN mem_scopes s ON s.namespace = %(ns)s AND s.kind = %(kind)s AND s.scope = %(scope)s::text[]
     """
-    n_docs, total_len, dfs, count, table_rows, index, recorded = _run(scope, sql, params)[0]
+    # prepared: its plan (lookups by key) does not depend on the values, and parsing and planning
+    # it was most of its server time
+    n_docs, total_len, dfs, count, table_rows, index, recorded = _run(scope, sql, params, prepare=True)[0]
     return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index, recorded
 
 
@@ -216,7 +218,10 @@ def _index_rows(
     from psycopg import sql
 
     share = total / max(table_rows, total, 1)
-    ef = max(EF_MIN, math.ceil(fetch / share * EF_SLACK))
+    # when every row of the table passes the filters (one scope, none expired, no filter), every
+    # row the index gives is a candidate: no slack (each unit of ef costs ~30 us at 100k rows)
+    slack = 1.0 if share >= 1.0 else EF_SLACK
+    ef = max(EF_MIN, math.ceil(fetch / share * slack))
     if ef > EF_MAX:
         return None
     watermark = sql.Literal(int(upto))  # the index's predicate: the planner must see the constant
