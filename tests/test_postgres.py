@@ -149,9 +149,10 @@ def test_a_lost_connection_is_retryable_then_reconnected(pg_url):
     for pooled in (False, True):
         store = open_postgres(pg_url, "hash", pooled=pooled)
         put(store, "ns", "kv", [{"id": "a", "v": 1}], schema="records")
-        admin_sql(
+        admin_sql(  # and wait (up to 5 s) for them to be gone, as after a restart: the pool
+            # notices a connection the server ended by its socket, without a round trip
             pg_url,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() "
             "AND pid <> pg_backend_pid()",
         )
         try:

@@ -86,6 +86,7 @@ USAGE = (
 )
 # what a write section reads at its entry: the recorded embedder and the namespace's usage
 ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
+PENDING = object()  # a write section's usage before its entry's read is taken (`lock`)
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
 
@@ -161,6 +162,18 @@ class PostgresBackend(Backend):
                 self._embedder = None
                 self.epoch += 1
 
+    @property  # type: ignore[override]
+    def epoch(self) -> int:
+        """How many reindexes by other processes this one noticed; in a write section, as of its
+        entry (read when first asked: see `lock`)."""
+        if "db" in self.__dict__:
+            self.db.settle()
+        return self._epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self._epoch = value
+
     def refresh(self, force: bool = False) -> None:
         """Read the recorded embedder again if it is older than `REFRESH` seconds."""
         if self.db.in_transaction and not force:
@@ -172,6 +185,7 @@ class PostgresBackend(Backend):
     # -- the embedder -----------------------------------------------------------------------
 
     def recorded_embedder(self) -> dict | None:
+        self.db.settle()  # in a write section: what its entry read
         if self._recorded_at < 0:
             self.refresh(force=True)
         return self._recorded
@@ -343,15 +357,25 @@ class PostgresBackend(Backend):
             caller acknowledges it. Meanwhile the next writer of the namespace already runs."""
             conn.execute(FLUSH, prepare=True)
 
-        with self.db.transaction(enter, durable if early else None) as (_, read):
-            row = read.fetchone()
+        def settle(read: Any) -> None:
+            with self.db.errors():
+                row = read.fetchone()
             self._take_meta(*row[:3])
+            if getattr(self._locked, "usage", None) is PENDING:  # not written meanwhile (`written`)
+                self._locked.usage = (name, entered, *row[3:])
+
+        with self.db.transaction(enter, durable if early else None) as (_, read):
+            # what ENTRY read is taken when first needed (`db.settle`): a read the section queues
+            # before that (the rows a store replaces, `PgScope.get_many`) shares its round trip
+            self.db.defer(lambda: settle(read))
             self._locked.names = {name}
-            self._locked.usage = (name, entered, *row[3:])
+            self._locked.usage = PENDING
             self._locked.rows = {}
             try:
                 yield self
+                self.db.settle()  # a section that read nothing still takes its entry's news (a reindex)
             finally:
+                self.db.defer(None)
                 self._locked.names = self._locked.usage = self._locked.rows = None
 
     def written(self) -> None:
@@ -394,6 +418,7 @@ class PostgresBackend(Backend):
         write section that has not written yet, the figures its entry read, while they still
         hold: no record of the namespace expired between that entry and `now`."""
         ns = sch.db_name(namespace)
+        self.db.settle()
         cached = getattr(self._locked, "usage", None)
         if cached is not None and cached[0] == ns:
             _, entered, entries, size, gone, gone_size, next_expiry = cached

@@ -226,6 +226,7 @@ class Database:
         """The thread's current (transaction) connection, else a free one in autocommit."""
         current = getattr(self._local, "conn", None)
         if current is not None:
+            self.settle()
             yield current
             return
         if self.pooled:
@@ -238,6 +239,23 @@ class Database:
                 self._single = self._connect()
             with self.errors():
                 yield self._single
+
+    def current(self) -> Any:
+        """The thread's transaction connection (None outside one), without settling the
+        transaction's deferred read: for a read queued before it (see `settle`)."""
+        return getattr(self._local, "conn", None)
+
+    def defer(self, settle: Callable[[], None] | None) -> None:
+        """`settle()` takes what the transaction's prelude read; it runs before the block's next
+        use of the connection (`connection`, `settle`), so that a read the block queues first
+        (`current`) travels in the prelude's round trip."""
+        self._local.settle = settle
+
+    def settle(self) -> None:
+        settle = getattr(self._local, "settle", None)
+        if settle is not None:
+            self._local.settle = None
+            settle()
 
     @property
     def ready(self) -> bool:

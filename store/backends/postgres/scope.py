@@ -134,8 +134,12 @@ class PgScope(Scope):
     def _get_noting(self, rids: list[str], now: float, known: dict) -> dict[str, Doc]:
         """`get_many` in a write section: the live records, and in `known` the size and terms of
         each row, expired or not (what a write replacing it takes out of the statistics)."""
-        with self.backend.db.connection() as conn:
-            rows = conn.execute(NOTING, {**self.key, "ids": list(rids)}, prepare=True).fetchall()
+        db = self.backend.db
+        # queued before the write section's entry read is taken: one round trip brings both
+        cursor = db.current().execute(NOTING, {**self.key, "ids": list(rids)}, prepare=True)
+        with db.errors():
+            db.settle()
+            rows = cursor.fetchall()
         known.update(dict.fromkeys(rids))
         found = {}
         for rid, raw, size, words, expires in rows:
