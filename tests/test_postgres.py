@@ -382,6 +382,8 @@ def test_index_path_agrees_with_exact_search(db, monkeypatch):
         (indexed,) = target.search(now, Filters(), qvec, query, k=10)
         (exact,) = target.search(now, Filters(), qvec, query, k=10, exhaustive=True)
         assert indexed.path == "index" and exact.path == "exact" and indexed.total == exact.total == 400
+        ids = [indexed.doc(i)["id"] for i in range(len(indexed.rows))]  # a BM25 leader near too: once
+        assert len(ids) == len(set(ids))
         top = {exact.doc(int(i))["id"] for i in np.argsort(-exact.relevance, kind="stable")[:10]}
         found = {indexed.doc(int(i))["id"] for i in np.argsort(-indexed.relevance, kind="stable")[:10]}
         hits += len(top & found)

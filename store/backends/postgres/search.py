@@ -241,43 +241,54 @@ def _index_rows(
     found = rows[0][-1] if rows else 0  # rows the index and the recent rows gave
     if found < min(fetch, total):
         return None
-    return [row[:-1] for row in rows]
+    unique = {row[0]: row[:-1] for row in rows}  # a leader found by the index too: once
+    return [unique[seq] for seq in sorted(unique)]
 
 
 def _candidates_sql(where: str, count: int | None, timed: str) -> str:
     """One statement for the index path's candidates, scored as `SCORE_COLUMNS` gives them: the
     index's nearest rows of the scope, the rows written since the watermark (`{upto}`) by exact
-    cosine, and (with `count` query terms) the BM25 leaders of the rarest terms; the last column
-    counts the first two kinds (too few: the caller searches exactly)."""
+    cosine, and (with `count` query terms) the BM25 leaders of the rarest terms. Each part carries
+    what the scores need (no second lookup of its rows); a leader may also be a near or recent
+    row (the caller keeps one). The last column counts the first two parts (too few: the caller
+    searches exactly)."""
     near = (
-        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed + ", vec <=> %(q)b AS d "
-        "FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b LIMIT %(ef)s) AS near "
-        "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
+        "SELECT seq, d, updated_at, terms FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed
+        + ", updated_at, terms, vec <=> %(q)b AS d FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b "
+        "LIMIT %(ef)s) AS near WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
     )
-    recent = "SELECT seq FROM mem_records WHERE " + where + " AND seq > {upto} ORDER BY " + DISTANCE + " LIMIT %(fetch)s"
+    recent = (
+        f"SELECT seq, {DISTANCE} AS d, updated_at, terms FROM mem_records WHERE " + where
+        + " AND seq > {upto} ORDER BY d LIMIT %(fetch)s"
+    )
     parts = [f"near AS ({near})", f"recent AS ({recent})"]
-    chosen = "SELECT seq FROM near UNION SELECT seq FROM recent"
+    chosen = "SELECT * FROM near UNION ALL SELECT * FROM recent"
     if count is not None:
-        parts.append(f"leaders AS ({_leaders_sql(where, count)})")
-        chosen += " UNION SELECT seq FROM leaders"
+        parts.append(f"leaders AS ({_leaders_sql(where, count, f'{DISTANCE} AS d, updated_at')})")
+        chosen += " UNION ALL SELECT * FROM leaders"
+    scores = SCORE_COLUMNS.replace(DISTANCE, "d")
     return (
-        f"WITH {', '.join(parts)} SELECT {SCORE_COLUMNS}, "
-        "(SELECT count(*) FROM near) + (SELECT count(*) FROM recent) "
-        f"FROM mem_records WHERE {where} AND seq IN ({chosen})"
+        f"WITH {', '.join(parts)} SELECT {scores}, (SELECT count(*) FROM near) + (SELECT count(*) FROM recent) "
+        f"FROM ({chosen}) AS candidates"
     )
 
 
-def _leaders_sql(where: str, count: int) -> str:
+def _leaders_sql(where: str, count: int, columns: str = "") -> str:
     """The BM25 leaders among the rows holding the chosen terms, scored in SQL by the formula of
-    `bm25` below (only their `seq` travels), as files/search.py takes the best `want` BM25 rows.
-    One term of the sum per query term (`array_positions` counts its occurrences); the text
-    depends only on how many terms there are: every term and weight is a parameter."""
+    `bm25` below (only their `seq`, and `columns`, travel), as files/search.py takes the best
+    `want` BM25 rows. One term of the sum per query term (`array_positions` counts its
+    occurrences); the text depends only on how many terms there are: every term and weight is a
+    parameter. With `columns`, the rows are (seq, columns..., terms)."""
     norm = f"{K1!r} * (1 - {B!r} + {B!r} * cardinality(terms) / %(avgdl)s)"
     parts = [f"%(w{i})s * tf{i} * {K1 + 1!r} / (tf{i} + {norm})" for i in range(count)]
     tfs = ", ".join(f"cardinality(array_positions(terms, %(t{i})s::text)) AS tf{i}" for i in range(count))
+    if columns:
+        inner, outer = f"seq, {columns}, terms", "seq, d, updated_at, terms"
+    else:
+        inner, outer = "seq, terms", "seq"
     return (
-        f"SELECT seq FROM (SELECT seq, terms, {tfs} FROM mem_records WHERE {where} AND terms && %(rare)s::text[]) AS m "
-        f"ORDER BY {' + '.join(parts)} DESC LIMIT %(fetch)s"
+        f"SELECT {outer} FROM (SELECT {inner}, {tfs} FROM mem_records WHERE {where} AND terms && %(rare)s::text[]) "
+        f"AS m ORDER BY {' + '.join(parts)} DESC LIMIT %(fetch)s"
     )
 
 
