@@ -191,16 +191,17 @@ class PgScope(Scope):
     def load_docs(self, seqs: list[int]) -> dict[int, Doc]:
         """Records by their `seq` (for search results; a damaged row found by a search is named
         by `Damaged`: its rank cannot be dropped from a result already cut)."""
-        return {seq: doc for seq, (doc, _) in self.load_rows(seqs).items()}
+        return {seq: doc for seq, (doc, _) in self.load_rows(seqs, vectors=False).items()}
 
-    def load_rows(self, seqs: list[int]) -> dict[int, tuple[Doc, Any]]:
+    def load_rows(self, seqs: list[int], vectors: bool = True) -> dict[int, tuple[Doc, Any]]:
         """(record, stored vector or None) by `seq`, in one round trip: a search's leaders are
         both listed (their records) and compared with each other (their vectors, `diversify`).
         Fetched in binary, so a vector arrives as its floats, not as text to parse."""
+        vec = "vec" if vectors else "NULL::vector"
         with self.backend.db.connection() as conn:
             cursor = conn.cursor(binary=True)
             rows = cursor.execute(
-                f"SELECT seq, id, raw, vec FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
+                f"SELECT seq, id, raw, {vec} FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
                 {**self.key, "seqs": seqs},
             ).fetchall()
         return {seq: (load(raw, self._where(rid)), vec) for seq, rid, raw, vec in rows}

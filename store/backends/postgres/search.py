@@ -152,7 +152,7 @@ def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candid
     order = np.array([r[1] for r in rows], dtype=np.float32)
     updated = np.array([r[2] for r in rows], dtype=np.float64)
     full = np.ones(len(rows), dtype=np.float32)  # the stored score ranks but never filters
-    fetch = Loader(scope, seqs, order)
+    fetch = Loader(scope, seqs, order, vectors=False)
     return [Candidates(fetch, np.arange(len(rows)), full, None, None, updated, len(rows), order=order)]
 
 
@@ -347,8 +347,11 @@ class Loader:
 
     FIRST, MOST = 16, 1024
 
-    def __init__(self, scope: PgScope, seqs: np.ndarray, rank: np.ndarray, first: int = FIRST) -> None:
+    def __init__(
+        self, scope: PgScope, seqs: np.ndarray, rank: np.ndarray, first: int = FIRST, vectors: bool = True
+    ) -> None:
         self.scope = scope
+        self.with_vectors = vectors  # a search with a query: its pool's vectors are compared
         self.seqs = seqs
         self.order = np.argsort(-rank, kind="stable")
         self.position = np.empty(len(seqs), dtype=np.int64)
@@ -368,7 +371,7 @@ class Loader:
         wanted = list(dict.fromkeys(rows))
         wanted += [int(r) for r in self.order[start : start + self.batch] if int(r) not in self.docs]
         wanted = list(dict.fromkeys(wanted))
-        found = self.scope.load_rows([int(self.seqs[r]) for r in wanted])
+        found = self.scope.load_rows([int(self.seqs[r]) for r in wanted], self.with_vectors)
         for r in wanted:
             row = found.get(int(self.seqs[r]))
             if row is not None:
