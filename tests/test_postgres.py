@@ -605,6 +605,20 @@ def test_sql_bm25_leaders_rank_as_the_python_formula(db):
     assert scores == sorted(scores, reverse=True) and len(seqs) == sum(1 for v in expected.values() if v > 0)
 
 
+def test_gc_waits_for_a_build_under_way_elsewhere_and_returns_with_the_index_built(db, pg_url):
+    put(db, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(6)])
+    assert db.stats("ns")[0]["pending"] == 6
+    with psycopg.connect(pg_url, autocommit=True) as other:  # another process's build, under way
+        other.execute("SELECT pg_advisory_lock(%s, %s)", sch.BUILD_LOCK)
+        gc = threading.Thread(target=db.checkpoint)
+        gc.start()
+        gc.join(0.5)
+        assert gc.is_alive()  # waiting for that build, not returning with the rows unindexed
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", sch.BUILD_LOCK)  # it ended without building
+    gc.join(30)
+    assert not gc.is_alive() and db.stats("ns")[0]["pending"] == 0
+
+
 def test_a_one_shot_command_has_the_index_built_when_it_closes(pg_url, monkeypatch):
     from a2e_mem.backends.postgres import backend as pg_backend
 

@@ -60,6 +60,7 @@ REFRESH = 1.0  # seconds a reader outside a write section trusts the embedder it
 BUILD_MIN = 5000  # rows written since the HNSW index's watermark before it is built again...
 BUILD_SHARE = 4  # ...or a quarter of the rows it covers, if more
 BUILD_CHECK = 10.0  # seconds between a server's looks at whether a build is due
+BUILD_POLL = 0.2  # seconds between `mem gc`'s looks at whether another process's build ended
 MAX_NAME = 1024
 META = (
     "SELECT (SELECT value FROM mem_meta WHERE key = 'embedder'), (SELECT atttypmod FROM pg_attribute "
@@ -259,24 +260,31 @@ class PostgresBackend(Backend):
         written = conn.execute("SELECT last_value FROM mem_seq").fetchone()[0]
         return written - upto >= max(BUILD_MIN, upto // BUILD_SHARE)
 
-    def build_index(self, force: bool = False) -> bool:
+    def build_index(self, force: bool = False, wait: bool = False) -> bool:
         """Build the HNSW index up to the newest row (`schema.build_vector_index`) if it is due
-        (or `force`) and no other process is building one; returns whether it built."""
+        (or `force`) and no other process is building one; returns whether it built. With
+        `wait` (`mem gc`), a build under way in another process (the one a bulk import starts
+        when it ends) is waited for, then what it left is built: the command returns with the
+        store indexed, rather than while the index is half made."""
         if self.read_only or self.db.in_transaction or self.recorded_embedder() is None or not self._owner:
             return False
         try:
-            return self._build_index(force)
+            return self._build_index(force, wait)
         except StoreUnavailable as exc:
             if not not_owner(exc):
                 raise
             self._refused_ddl()
             return False
 
-    def _build_index(self, force: bool) -> bool:
+    def _build_index(self, force: bool, wait: bool) -> bool:
         self.ensure_vector_column()
         with self.db.connection() as conn:
-            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
-                return False  # another process builds it
+            while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+                if not wait:
+                    return False  # another process builds it
+                # polled, not `pg_advisory_lock`: a statement waiting holds a snapshot, which the
+                # other process's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock)
+                time.sleep(BUILD_POLL)
             try:
                 self._read_meta(conn)
                 dim = int(self._recorded["dim"])  # type: ignore[index]
