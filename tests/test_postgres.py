@@ -149,9 +149,10 @@ def test_a_lost_connection_is_retryable_then_reconnected(pg_url):
     for pooled in (False, True):
         store = open_postgres(pg_url, "hash", pooled=pooled)
         put(store, "ns", "kv", [{"id": "a", "v": 1}], schema="records")
-        admin_sql(
+        admin_sql(  # and wait (up to 5 s) for them to be gone, as after a restart: the pool
+            # notices a connection the server ended by its socket, without a round trip
             pg_url,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = current_database() "
             "AND pid <> pg_backend_pid()",
         )
         try:
@@ -381,6 +382,8 @@ def test_index_path_agrees_with_exact_search(db, monkeypatch):
         (indexed,) = target.search(now, Filters(), qvec, query, k=10)
         (exact,) = target.search(now, Filters(), qvec, query, k=10, exhaustive=True)
         assert indexed.path == "index" and exact.path == "exact" and indexed.total == exact.total == 400
+        ids = [indexed.doc(i)["id"] for i in range(len(indexed.rows))]  # a BM25 leader near too: once
+        assert len(ids) == len(set(ids))
         top = {exact.doc(int(i))["id"] for i in np.argsort(-exact.relevance, kind="stable")[:10]}
         found = {indexed.doc(int(i))["id"] for i in np.argsort(-indexed.relevance, kind="stable")[:10]}
         hits += len(top & found)
@@ -600,6 +603,20 @@ def test_sql_bm25_leaders_rank_as_the_python_formula(db):
     }
     scores = [expected[s] for s in seqs]
     assert scores == sorted(scores, reverse=True) and len(seqs) == sum(1 for v in expected.values() if v > 0)
+
+
+def test_gc_waits_for_a_build_under_way_elsewhere_and_returns_with_the_index_built(db, pg_url):
+    put(db, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(6)])
+    assert db.stats("ns")[0]["pending"] == 6
+    with psycopg.connect(pg_url, autocommit=True) as other:  # another process's build, under way
+        other.execute("SELECT pg_advisory_lock(%s, %s)", sch.BUILD_LOCK)
+        gc = threading.Thread(target=db.checkpoint)
+        gc.start()
+        gc.join(0.5)
+        assert gc.is_alive()  # waiting for that build, not returning with the rows unindexed
+        other.execute("SELECT pg_advisory_unlock(%s, %s)", sch.BUILD_LOCK)  # it ended without building
+    gc.join(30)
+    assert not gc.is_alive() and db.stats("ns")[0]["pending"] == 0
 
 
 def test_a_one_shot_command_has_the_index_built_when_it_closes(pg_url, monkeypatch):

@@ -224,11 +224,13 @@ class A2E:
             self._still_open(session)
             now = clock.now()
             shards = {tier: self._shard(session, tier) for tier in {entry.tier for _, entry, _ in valid}}
-            if self.backend.epoch != epoch:  # another process reindexed to another embedder
-                encoded = encode_vectors(self.backend.embed(texts))
+            # the records replaced are read first: a backend can send that read with its lock's
+            # (PostgreSQL: one round trip), which the epoch check below would otherwise wait for
             olds = {
                 tier: shard.get_many([r for _, e, r in valid if e.tier == tier], now) for tier, shard in shards.items()
             }
+            if self.backend.epoch != epoch:  # another process reindexed to another embedder
+                encoded = encode_vectors(self.backend.embed(texts))
             puts = [
                 (i, entry, self._put_rec(olds[entry.tier].get(rid), entry, rid, vec, now, keep_timestamps))
                 for (i, entry, rid), vec in zip(valid, encoded, strict=True)

@@ -60,6 +60,7 @@ REFRESH = 1.0  # seconds a reader outside a write section trusts the embedder it
 BUILD_MIN = 5000  # rows written since the HNSW index's watermark before it is built again...
 BUILD_SHARE = 4  # ...or a quarter of the rows it covers, if more
 BUILD_CHECK = 10.0  # seconds between a server's looks at whether a build is due
+BUILD_POLL = 0.2  # seconds between `mem gc`'s looks at whether another process's build ended
 MAX_NAME = 1024
 META = (
     "SELECT (SELECT value FROM mem_meta WHERE key = 'embedder'), (SELECT atttypmod FROM pg_attribute "
@@ -86,6 +87,7 @@ USAGE = (
 )
 # what a write section reads at its entry: the recorded embedder and the namespace's usage
 ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
+PENDING = object()  # a write section's usage before its entry's read is taken (`lock`)
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
 
@@ -161,6 +163,18 @@ class PostgresBackend(Backend):
                 self._embedder = None
                 self.epoch += 1
 
+    @property  # type: ignore[override]
+    def epoch(self) -> int:
+        """How many reindexes by other processes this one noticed; in a write section, as of its
+        entry (read when first asked: see `lock`)."""
+        if "db" in self.__dict__:
+            self.db.settle()
+        return self._epoch
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self._epoch = value
+
     def refresh(self, force: bool = False) -> None:
         """Read the recorded embedder again if it is older than `REFRESH` seconds."""
         if self.db.in_transaction and not force:
@@ -172,6 +186,7 @@ class PostgresBackend(Backend):
     # -- the embedder -----------------------------------------------------------------------
 
     def recorded_embedder(self) -> dict | None:
+        self.db.settle()  # in a write section: what its entry read
         if self._recorded_at < 0:
             self.refresh(force=True)
         return self._recorded
@@ -245,24 +260,31 @@ class PostgresBackend(Backend):
         written = conn.execute("SELECT last_value FROM mem_seq").fetchone()[0]
         return written - upto >= max(BUILD_MIN, upto // BUILD_SHARE)
 
-    def build_index(self, force: bool = False) -> bool:
+    def build_index(self, force: bool = False, wait: bool = False) -> bool:
         """Build the HNSW index up to the newest row (`schema.build_vector_index`) if it is due
-        (or `force`) and no other process is building one; returns whether it built."""
+        (or `force`) and no other process is building one; returns whether it built. With
+        `wait` (`mem gc`), a build under way in another process (the one a bulk import starts
+        when it ends) is waited for, then what it left is built: the command returns with the
+        store indexed, rather than while the index is half made."""
         if self.read_only or self.db.in_transaction or self.recorded_embedder() is None or not self._owner:
             return False
         try:
-            return self._build_index(force)
+            return self._build_index(force, wait)
         except StoreUnavailable as exc:
             if not not_owner(exc):
                 raise
             self._refused_ddl()
             return False
 
-    def _build_index(self, force: bool) -> bool:
+    def _build_index(self, force: bool, wait: bool) -> bool:
         self.ensure_vector_column()
         with self.db.connection() as conn:
-            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
-                return False  # another process builds it
+            while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+                if not wait:
+                    return False  # another process builds it
+                # polled, not `pg_advisory_lock`: a statement waiting holds a snapshot, which the
+                # other process's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock)
+                time.sleep(BUILD_POLL)
             try:
                 self._read_meta(conn)
                 dim = int(self._recorded["dim"])  # type: ignore[index]
@@ -343,15 +365,25 @@ class PostgresBackend(Backend):
             caller acknowledges it. Meanwhile the next writer of the namespace already runs."""
             conn.execute(FLUSH, prepare=True)
 
-        with self.db.transaction(enter, durable if early else None) as (_, read):
-            row = read.fetchone()
+        def settle(read: Any) -> None:
+            with self.db.errors():
+                row = read.fetchone()
             self._take_meta(*row[:3])
+            if getattr(self._locked, "usage", None) is PENDING:  # not written meanwhile (`written`)
+                self._locked.usage = (name, entered, *row[3:])
+
+        with self.db.transaction(enter, durable if early else None) as (_, read):
+            # what ENTRY read is taken when first needed (`db.settle`): a read the section queues
+            # before that (the rows a store replaces, `PgScope.get_many`) shares its round trip
+            self.db.defer(lambda: settle(read))
             self._locked.names = {name}
-            self._locked.usage = (name, entered, *row[3:])
+            self._locked.usage = PENDING
             self._locked.rows = {}
             try:
                 yield self
+                self.db.settle()  # a section that read nothing still takes its entry's news (a reindex)
             finally:
+                self.db.defer(None)
                 self._locked.names = self._locked.usage = self._locked.rows = None
 
     def written(self) -> None:
@@ -394,6 +426,7 @@ class PostgresBackend(Backend):
         write section that has not written yet, the figures its entry read, while they still
         hold: no record of the namespace expired between that entry and `now`."""
         ns = sch.db_name(namespace)
+        self.db.settle()
         cached = getattr(self._locked, "usage", None)
         if cached is not None and cached[0] == ns:
             _, entered, entries, size, gone, gone_size, next_expiry = cached

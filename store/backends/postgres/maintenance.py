@@ -105,7 +105,7 @@ def checkpoint(backend: Any, now: float) -> int:
     backend.analyze()
     if not backend.read_only and backend.recorded_embedder() is not None:
         backend.refresh(force=True)
-        touched += bool(backend.build_index(force=True))
+        touched += bool(backend.build_index(force=True, wait=True))
     return touched
 
 

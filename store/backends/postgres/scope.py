@@ -134,8 +134,12 @@ class PgScope(Scope):
     def _get_noting(self, rids: list[str], now: float, known: dict) -> dict[str, Doc]:
         """`get_many` in a write section: the live records, and in `known` the size and terms of
         each row, expired or not (what a write replacing it takes out of the statistics)."""
-        with self.backend.db.connection() as conn:
-            rows = conn.execute(NOTING, {**self.key, "ids": list(rids)}, prepare=True).fetchall()
+        db = self.backend.db
+        # queued before the write section's entry read is taken: one round trip brings both
+        cursor = db.current().execute(NOTING, {**self.key, "ids": list(rids)}, prepare=True)
+        with db.errors():
+            db.settle()
+            rows = cursor.fetchall()
         known.update(dict.fromkeys(rids))
         found = {}
         for rid, raw, size, words, expires in rows:
@@ -187,10 +191,20 @@ class PgScope(Scope):
     def load_docs(self, seqs: list[int]) -> dict[int, Doc]:
         """Records by their `seq` (for search results; a damaged row found by a search is named
         by `Damaged`: its rank cannot be dropped from a result already cut)."""
-        rows = self._run(
-            f"SELECT seq, id, raw FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])", {"seqs": seqs}
-        )
-        return {seq: load(raw, self._where(rid)) for seq, rid, raw in rows}
+        return {seq: doc for seq, (doc, _) in self.load_rows(seqs, vectors=False).items()}
+
+    def load_rows(self, seqs: list[int], vectors: bool = True) -> dict[int, tuple[Doc, Any]]:
+        """(record, stored vector or None) by `seq`, in one round trip: a search's leaders are
+        both listed (their records) and compared with each other (their vectors, `diversify`).
+        Fetched in binary, so a vector arrives as its floats, not as text to parse."""
+        vec = "vec" if vectors else "NULL::vector"
+        with self.backend.db.connection() as conn:
+            cursor = conn.cursor(binary=True)
+            rows = cursor.execute(
+                f"SELECT seq, id, raw, {vec} FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
+                {**self.key, "seqs": seqs},
+            ).fetchall()
+        return {seq: (load(raw, self._where(rid)), vec) for seq, rid, raw, vec in rows}
 
     # -- writing ----------------------------------------------------------------------------
 

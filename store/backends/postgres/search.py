@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -43,7 +42,7 @@ EXACT_MAX = 20_000
 FETCH_FACTOR = 3  # as files/search.py: over-fetch for the caller's own cuts
 MIN_FETCH = 32
 EF_MIN, EF_MAX = 200, 1000  # hnsw.ef_search bounds (pgvector refuses more than 1000)
-EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more
+EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more (share < 1)
 LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by BM25 (each read costs ~10 us)
 
 # a row's cosine distance; a vector of another dimension than the query's (left by hand in a
@@ -97,7 +96,7 @@ def search(
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
         path = "exact"
-    return [_scored(scope, rows, weights, avgdl, total, path, len(qvec))]
+    return [_scored(scope, rows, weights, avgdl, total, path, len(qvec), k)]
 
 
 def _after_reindex(scope: PgScope) -> np.ndarray:
@@ -140,9 +139,9 @@ def _where(scope: PgScope, now: float, filters: Filters) -> tuple[str, dict[str,
     return where, params
 
 
-def _run(scope: PgScope, sql: str, params: dict[str, Any]) -> list[tuple]:
+def _run(scope: PgScope, sql: str, params: dict[str, Any], prepare: bool | None = None) -> list[tuple]:
     with scope.backend.db.connection() as conn:
-        return conn.execute(sql, params).fetchall()
+        return conn.execute(sql, params, prepare=prepare).fetchall()
 
 
 def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candidates]:
@@ -153,7 +152,7 @@ def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candid
     order = np.array([r[1] for r in rows], dtype=np.float32)
     updated = np.array([r[2] for r in rows], dtype=np.float64)
     full = np.ones(len(rows), dtype=np.float32)  # the stored score ranks but never filters
-    fetch = Loader(scope, seqs, order)
+    fetch = Loader(scope, seqs, order, vectors=False)
     return [Candidates(fetch, np.arange(len(rows)), full, None, None, updated, len(rows), order=order)]
 
 
@@ -184,7 +183,9 @@ def _statistics(
         FROM (SELECT 1) AS one
         LEFT JOIN mem_scopes s ON s.namespace = %(ns)s AND s.kind = %(kind)s AND s.scope = %(scope)s::text[]
     """
-    n_docs, total_len, dfs, count, table_rows, index, recorded = _run(scope, sql, params)[0]
+    # prepared: its plan (lookups by key) does not depend on the values, and parsing and planning
+    # it was most of its server time
+    n_docs, total_len, dfs, count, table_rows, index, recorded = _run(scope, sql, params, prepare=True)[0]
     return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index, recorded
 
 
@@ -217,51 +218,77 @@ def _index_rows(
     from psycopg import sql
 
     share = total / max(table_rows, total, 1)
-    ef = max(EF_MIN, math.ceil(fetch / share * EF_SLACK))
+    # when every row of the table passes the filters (one scope, none expired, no filter), every
+    # row the index gives is a candidate: no slack (each unit of ef costs ~30 us at 100k rows)
+    slack = 1.0 if share >= 1.0 else EF_SLACK
+    ef = max(EF_MIN, math.ceil(fetch / share * slack))
     if ef > EF_MAX:
         return None
     watermark = sql.Literal(int(upto))  # the index's predicate: the planner must see the constant
     timed = ", at, doc" if "since" in params or "until" in params else ""  # what `WHEN` reads
-    near_sql = sql.SQL(
-        "SELECT seq FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed + ", vec <=> %(q)b AS d "
-        "FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b LIMIT %(ef)s) AS near "
-        "WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
-    ).format(upto=watermark)
-    recent_sql = sql.SQL(
-        "SELECT seq FROM mem_records WHERE " + where + " AND seq > {upto} ORDER BY " + DISTANCE + " LIMIT %(fetch)s"
-    ).format(upto=watermark)
+    rare = _rarest(list(weights), dfs)
+    values: dict[str, Any] = {**params, "ef": ef, "fetch": fetch}
+    if rare:
+        values.update({f"t{i}": term for i, term in enumerate(weights)})
+        values.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
+        values.update(rare=rare, avgdl=avgdl)
+    statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed)).format(upto=watermark)
     with scope.backend.db.connection() as conn:
         with conn.pipeline():
             conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
-            near_cursor = conn.execute(near_sql, {**params, "ef": ef, "fetch": fetch})
-            recent_cursor = conn.execute(recent_sql, {**params, "fetch": fetch})
-        near = [r[0] for r in near_cursor.fetchall()]
-        recent = [r[0] for r in recent_cursor.fetchall()]
-        if len(near) + len(recent) < min(fetch, total):
-            return None
-        rare = _rarest(list(weights), dfs)
-        leaders = []
-        if rare:
-            numbered: dict[str, Any] = {f"t{i}": term for i, term in enumerate(weights)}
-            numbered.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
-            statement = _leaders_sql(where, len(weights))
-            values = {**params, **numbered, "rare": rare, "avgdl": avgdl, "fetch": fetch}
-            leaders = [r[0] for r in conn.execute(statement, values).fetchall()]
-        statement = f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} AND seq = ANY(%(near)s::bigint[])"
-        return conn.execute(statement, {**params, "near": near + recent + leaders}).fetchall()
+            cursor = conn.execute(statement, values)
+        rows = cursor.fetchall()
+    found = rows[0][-1] if rows else 0  # rows the index and the recent rows gave
+    if found < min(fetch, total):
+        return None
+    unique = {row[0]: row[:-1] for row in rows}  # a leader found by the index too: once
+    return [unique[seq] for seq in sorted(unique)]
 
 
-def _leaders_sql(where: str, count: int) -> str:
+def _candidates_sql(where: str, count: int | None, timed: str) -> str:
+    """One statement for the index path's candidates, scored as `SCORE_COLUMNS` gives them: the
+    index's nearest rows of the scope, the rows written since the watermark (`{upto}`) by exact
+    cosine, and (with `count` query terms) the BM25 leaders of the rarest terms. Each part carries
+    what the scores need (no second lookup of its rows); a leader may also be a near or recent
+    row (the caller keeps one). The last column counts the first two parts (too few: the caller
+    searches exactly)."""
+    near = (
+        "SELECT seq, d, updated_at, terms FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed
+        + ", updated_at, terms, vec <=> %(q)b AS d FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b "
+        "LIMIT %(ef)s) AS near WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
+    )
+    recent = (
+        f"SELECT seq, {DISTANCE} AS d, updated_at, terms FROM mem_records WHERE " + where
+        + " AND seq > {upto} ORDER BY d LIMIT %(fetch)s"
+    )
+    parts = [f"near AS ({near})", f"recent AS ({recent})"]
+    chosen = "SELECT * FROM near UNION ALL SELECT * FROM recent"
+    if count is not None:
+        parts.append(f"leaders AS ({_leaders_sql(where, count, f'{DISTANCE} AS d, updated_at')})")
+        chosen += " UNION ALL SELECT * FROM leaders"
+    scores = SCORE_COLUMNS.replace(DISTANCE, "d")
+    return (
+        f"WITH {', '.join(parts)} SELECT {scores}, (SELECT count(*) FROM near) + (SELECT count(*) FROM recent) "
+        f"FROM ({chosen}) AS candidates"
+    )
+
+
+def _leaders_sql(where: str, count: int, columns: str = "") -> str:
     """The BM25 leaders among the rows holding the chosen terms, scored in SQL by the formula of
-    `bm25` below (only their `seq` travels), as files/search.py takes the best `want` BM25 rows.
-    One term of the sum per query term (`array_positions` counts its occurrences); the text
-    depends only on how many terms there are: every term and weight is a parameter."""
+    `bm25` below (only their `seq`, and `columns`, travel), as files/search.py takes the best
+    `want` BM25 rows. One term of the sum per query term (`array_positions` counts its
+    occurrences); the text depends only on how many terms there are: every term and weight is a
+    parameter. With `columns`, the rows are (seq, columns..., terms)."""
     norm = f"{K1!r} * (1 - {B!r} + {B!r} * cardinality(terms) / %(avgdl)s)"
     parts = [f"%(w{i})s * tf{i} * {K1 + 1!r} / (tf{i} + {norm})" for i in range(count)]
     tfs = ", ".join(f"cardinality(array_positions(terms, %(t{i})s::text)) AS tf{i}" for i in range(count))
+    if columns:
+        inner, outer = f"seq, {columns}, terms", "seq, d, updated_at, terms"
+    else:
+        inner, outer = "seq, terms", "seq"
     return (
-        f"SELECT seq FROM (SELECT seq, terms, {tfs} FROM mem_records WHERE {where} AND terms && %(rare)s::text[]) AS m "
-        f"ORDER BY {' + '.join(parts)} DESC LIMIT %(fetch)s"
+        f"SELECT {outer} FROM (SELECT {inner}, {tfs} FROM mem_records WHERE {where} AND terms && %(rare)s::text[]) "
+        f"AS m ORDER BY {' + '.join(parts)} DESC LIMIT %(fetch)s"
     )
 
 
@@ -279,7 +306,14 @@ def _rarest(qterms: list[str], dfs: list[int]) -> list[str]:
 
 
 def _scored(
-    scope: PgScope, rows: list[tuple], weights: dict[str, float], avgdl: float, total: int, path: str, dim: int
+    scope: PgScope,
+    rows: list[tuple],
+    weights: dict[str, float],
+    avgdl: float,
+    total: int,
+    path: str,
+    dim: int,
+    first: int,
 ) -> Candidates:
     n = len(rows)
     seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
@@ -293,30 +327,10 @@ def _scored(
             lexical[i] = bm25(Counter(matched), weights, length, avgdl) / norm
     lexical = np.minimum(lexical, 1.0)
     relevance = fuse(vector, lexical)
-    found = Candidates(Loader(scope, seqs, relevance), np.arange(n), relevance, vector, lexical, updated, total, path)
-    found.vectors = _vectors(scope, seqs, dim)
+    loader = Loader(scope, seqs, relevance, first)
+    found = Candidates(loader, np.arange(n), relevance, vector, lexical, updated, total, path)
+    found.vectors = lambda positions: loader.vectors(positions, dim)
     return found
-
-
-def _vectors(scope: PgScope, seqs: np.ndarray, dim: int) -> Callable[[np.ndarray], np.ndarray]:
-    """The stored vectors of some candidates (by position), in one round trip; a row without a
-    vector of the query's dimension gets zeros (as its cosine counted 0)."""
-
-    def vectors(positions: np.ndarray) -> np.ndarray:
-        wanted = [int(seqs[p]) for p in positions]
-        found = dict(_run(scope, f"SELECT seq, vec FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
-                          {**scope.key, "seqs": wanted}))  # fmt: skip
-        out = np.zeros((len(wanted), dim), dtype=np.float32)
-        for i, seq in enumerate(wanted):
-            vec = found.get(seq)
-            if vec is None:
-                continue
-            vec = vec.to_numpy() if hasattr(vec, "to_numpy") else vec  # pgvector's Vector, or an array
-            if len(vec) == dim:
-                out[i] = np.asarray(vec, dtype=np.float32)
-        return out
-
-    return vectors
 
 
 def bm25(tf: Counter, weights: dict[str, float], length: int, avgdl: float) -> float:
@@ -326,32 +340,59 @@ def bm25(tf: Counter, weights: dict[str, float], length: int, avgdl: float) -> f
 
 
 class Loader:
-    """`Candidates.fetch`: a row's record, read with the next rows in rank order (callers read
-    the leaders first), in batches that double, so a top-k costs one round trip."""
+    """`Candidates.fetch` and `Candidates.vectors`: a row's record and stored vector, read with
+    the next rows in rank order (callers read the leaders first), in batches that double. The
+    first batch is the pool the caller asked for (`first`: its `k`), so that a query's pool, its
+    records and their vectors, is one round trip."""
 
     FIRST, MOST = 16, 1024
 
-    def __init__(self, scope: PgScope, seqs: np.ndarray, rank: np.ndarray) -> None:
+    def __init__(
+        self, scope: PgScope, seqs: np.ndarray, rank: np.ndarray, first: int = FIRST, vectors: bool = True
+    ) -> None:
         self.scope = scope
+        self.with_vectors = vectors  # a search with a query: its pool's vectors are compared
         self.seqs = seqs
         self.order = np.argsort(-rank, kind="stable")
         self.position = np.empty(len(seqs), dtype=np.int64)
         self.position[self.order] = np.arange(len(seqs))
         self.docs: dict[int, Doc] = {}
-        self.batch = self.FIRST
+        self.vecs: dict[int, Any] = {}
+        self.batch = max(self.FIRST, min(first, self.MOST))
 
     def __call__(self, row: int) -> Doc:
         if row not in self.docs:
-            start = int(self.position[row])
-            wanted = [row] + [int(r) for r in self.order[start + 1 : start + self.batch] if int(r) not in self.docs]
-            found = self.scope.load_docs([int(self.seqs[r]) for r in wanted])
-            for r in wanted:
-                doc = found.get(int(self.seqs[r]))
-                if doc is not None:
-                    self.docs[r] = doc
-            self.batch = min(2 * self.batch, self.MOST)
-            if row not in self.docs:  # deleted by another process between the ranking and now
-                failure = StoreUnavailable("a record found by the search was deleted meanwhile: send the request again")
-                failure.retryable = True
-                raise failure
+            self._load([row])
         return self.docs[row]
+
+    def _load(self, rows: list[int]) -> None:
+        """Read `rows` and, up to the batch size, the rows after the first of them in rank order."""
+        start = int(self.position[rows[0]])
+        wanted = list(dict.fromkeys(rows))
+        wanted += [int(r) for r in self.order[start : start + self.batch] if int(r) not in self.docs]
+        wanted = list(dict.fromkeys(wanted))
+        found = self.scope.load_rows([int(self.seqs[r]) for r in wanted], self.with_vectors)
+        for r in wanted:
+            row = found.get(int(self.seqs[r]))
+            if row is not None:
+                self.docs[r], self.vecs[r] = row
+        self.batch = min(2 * self.batch, self.MOST)
+        if any(r not in self.docs for r in rows):  # deleted by another process between the ranking and now
+            failure = StoreUnavailable("a record found by the search was deleted meanwhile: send the request again")
+            failure.retryable = True
+            raise failure
+
+    def vectors(self, rows: np.ndarray, dim: int) -> np.ndarray:
+        """The stored vectors of `rows` (zeros for a row without one of dimension `dim`)."""
+        missing = [int(r) for r in rows if int(r) not in self.docs]
+        if missing:
+            self._load(missing)
+        out = np.zeros((len(rows), dim), dtype=np.float32)
+        for i, r in enumerate(rows):
+            vec = self.vecs.get(int(r))
+            if vec is None:
+                continue
+            vec = vec.to_numpy() if hasattr(vec, "to_numpy") else vec  # pgvector's Vector, or an array
+            if len(vec) == dim:
+                out[i] = np.asarray(vec, dtype=np.float32)
+        return out
