@@ -253,12 +253,14 @@ def _candidates_sql(where: str, count: int | None, timed: str) -> str:
     row (the caller keeps one). The last column counts the first two parts (too few: the caller
     searches exactly)."""
     near = (
-        "SELECT seq, d, updated_at, terms FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at" + timed
+        "SELECT seq, d, updated_at, terms FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at"
+        + timed
         + ", updated_at, terms, vec <=> %(q)b AS d FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b "
         "LIMIT %(ef)s) AS near WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
     )
     recent = (
-        f"SELECT seq, {DISTANCE} AS d, updated_at, terms FROM mem_records WHERE " + where
+        f"SELECT seq, {DISTANCE} AS d, updated_at, terms FROM mem_records WHERE "
+        + where
         + " AND seq > {upto} ORDER BY d LIMIT %(fetch)s"
     )
     parts = [f"near AS ({near})", f"recent AS ({recent})"]
