@@ -269,7 +269,7 @@ BAD_GETS = [
     ("/api/entry", {"key": '{"k": 1}'}, 400, "tier is required"),
     ("/api/episodic/events", {}, 400, "memory_id is required"),
     ("/api/episodic/events", {"memory_id": "ep_nope"}, 404, "ep_nope"),
-    ("/api/episodic/events", {"memory_id": "x", "since": "yesterday"}, 400, ""),
+    ("/api/episodic/events", {"memory_id": "x", "since": "not a date"}, 400, "since"),
     ("/api/episodic/events", {"memory_id": "x", "last_count": "many"}, 400, "last_count"),
     ("/api/graph", {"limit": "100000"}, 400, "limit"),
     ("/api/documents", {}, 400, "kind is required"),
