@@ -13,6 +13,7 @@ the exact delta against exact search over the same vectors. Times are medians un
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
@@ -172,6 +173,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="whole-process runs per CLI figure")
     parser.add_argument("--keep", type=Path, help="build stores here and keep them")
     args = parser.parse_args()
+    # room for the largest size and the entries the figures add (a namespace holds 1,000,000
+    # entries and 1 GiB by default: the 1M run hit that limit); a limit the caller set stands
+    os.environ.setdefault("MEM_MAX_ENTRIES", str(max(1_000_000, 2 * max(args.sizes))))
+    os.environ.setdefault("MEM_MAX_BYTES", str(max(1 << 30, 4096 * max(args.sizes))))
     base = args.keep or Path(tempfile.mkdtemp(prefix="mem-bench-"))
     rows: list[tuple[str, int, float]] = []
     for name, value in help_figure(args.runs).items():
