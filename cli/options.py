@@ -103,9 +103,11 @@ def parse_key(items: list[str]) -> dict[str, Any]:
     stores); a bare `--key x` is {"key": "x"}. A name given twice is a usage error."""
     key: dict[str, Any] = {}
     for item in items:
-        name, sep, value = item.partition("=")
-        typed = bool(sep) and name.endswith(":")
-        name, part = (name[:-1], _key_json(value, item)) if typed else (name, value) if sep else ("key", item)
+        name, sep, part = item.partition("=")
+        if not sep:
+            name, part = "key", item
+        elif name.endswith(":"):
+            name, part = name[:-1], _key_json(part, item)
         if name in key:
             usage_error(f"--key: the key part {name!r} is given twice")
         key[name] = part
