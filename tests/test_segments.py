@@ -384,6 +384,37 @@ def test_doctor_checks_every_segment_and_repair_salvages_each(home, no_merges):
     assert fresh.doctor() == []
 
 
+@pytest.mark.parametrize("lost", [-1, 1])  # the newest segment, a middle one
+def test_repair_keeps_the_records_of_the_segments_a_lost_one_leaves(home, no_merges, lost):
+    """A second audit: a lost segment made --repair drop every older, intact segment too. The
+    records of every segment left are kept, and the report says the count is unknown."""
+    svc, scope = layered_store(home)
+    folder = shard_of(svc).folder
+    ranges, _ = scan(folder)
+    shutil.rmtree(folder / seg_name(*ranges[lost]))
+    gone = set(range(ranges.index(ranges[lost]) * 5, ranges.index(ranges[lost]) * 5 + 5))
+    repaired = service(home).doctor(repair=True)
+    assert repaired[-1]["lost"] is None and "may be back in an older version" in repaired[-1]["repair"]
+    fresh = service(home)
+    keys = {e["key"]["k"] for e in fresh.retrieve(fresh.scope("proj", "alice"), tier="semantic", limit=50)["entries"]}
+    assert keys >= {n for n in range(20) if n != 2} - gone - {1, 2}  # every intact segment's records
+    assert len(keys) >= 20 - len(gone) - 2
+
+
+def test_damaged_tombstones_that_still_parse_are_not_applied(home, no_merges):
+    """A second audit: a tombs.json rewritten with a live id deleted that record on --repair,
+    which then said nothing was lost."""
+    svc, scope = layered_store(home)
+    folder = shard_of(svc).folder
+    ranges, _ = scan(folder)
+    (folder / seg_name(*ranges[-1]) / "tombs.json").write_bytes(orjson.dumps([orjson.dumps({"k": 0}).decode()]))
+    repaired = service(home).doctor(repair=True)
+    assert repaired[-1]["lost"] is None and "damaged tombstones not applied" in repaired[-1]["repair"]
+    fresh = service(home)
+    keys = {e["key"]["k"] for e in fresh.retrieve(fresh.scope("proj", "alice"), tier="semantic", limit=50)["entries"]}
+    assert 0 in keys
+
+
 # -- mem gc tells the truth ------------------------------------------------------------------------
 
 

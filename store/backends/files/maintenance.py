@@ -371,9 +371,15 @@ def _report_shard(
     findings = [_finding(engine, path, problem, "rebuilt", fixed=True) for path, problem in problems]
     lost = None if saved.lost is None else saved.lost + saved.bad_lines
     what = f"{len(saved.docs)} records kept; lost: " + (
-        f"every record of {Path(saved.missing).name} (how many is unknown)" if saved.missing else
+        f"every record of {Path(saved.missing).name} (how many is unknown; what it deleted or "
+        "overwrote may be back in an older version)" if saved.missing else
         f"{saved.lost} of {saved.expected or 0} checkpointed records"
     ) + f", {saved.bad_lines} journal lines"  # fmt: skip
+    if saved.untrusted_tombs:  # not applied: deleted records may be back, never live ones deleted
+        what += "; damaged tombstones not applied (records they deleted may be back): " + ", ".join(
+            Path(t).parent.name for t in saved.untrusted_tombs
+        )
+        lost = None
     label = "/".join(
         [namespace if namespace != SYSTEM else "(system)", descriptor.get("kind", "?"), *descriptor.get("scope", [])]
     )

@@ -32,6 +32,7 @@ class Salvage:
     bad_lines: int = 0  # journal lines skipped (each a write whose records are lost)
     missing: str | None = None  # a checkpoint folder that is gone, its records with it
     segments: int = 0  # segments read
+    untrusted_tombs: list[str] = field(default_factory=list)  # damaged tombstone files, not applied
 
     @property
     def lost(self) -> int | None:
@@ -47,13 +48,17 @@ def salvage_shard(folder: Path) -> Salvage:
     ranges, wals = scan(folder)
     chain = live_ranges(ranges)
     base = chain[-1][1] if chain else 0
+    # Every segment that is left is read, also those older than a lost one: their records are
+    # kept (what the lost segment deleted or overwrote may be back in an older version, which
+    # the finding says) rather than thrown away with it.
+    _note_gaps(folder, chain, result)
+    for lo, hi in chain:
+        read_checkpoint(folder / seg_name(lo, hi), result)
     try:
         check_chain(folder, base, wals)
-        for lo, hi in _readable_tail(folder, chain, result):
-            read_checkpoint(folder / seg_name(lo, hi), result)
     except MissingCheckpoint as exc:
         result.missing = exc.detail["file"]
-        base = 0  # the checkpoint the journals build on is gone: older ones would resurrect stale data
+        base = 0  # the segment the journals build on is gone: replay every journal left
     for kept in folder.glob(f"{DAMAGED}*"):  # its valid lines are in the checkpoint already
         result.bad_lines += len(scan_journal(kept)[1])
     for gen in (g for g in wals if g > base):
@@ -67,17 +72,13 @@ def salvage_shard(folder: Path) -> Salvage:
     return result
 
 
-def _readable_tail(folder: Path, chain: list[tuple[int, int]], result: Salvage) -> list[tuple[int, int]]:
-    """The segments after the last gap in `chain` (all of them without one); a gap is noted
-    in `result.missing`."""
-    start = 0
+def _note_gaps(folder: Path, chain: list[tuple[int, int]], result: Salvage) -> None:
+    """Note in `result.missing` the last gap in `chain` (a segment folder that is gone)."""
     expected = 1
-    for i, (lo, hi) in enumerate(chain):
+    for lo, hi in chain:
         if lo != expected:
             result.missing = str(folder / seg_name(expected, lo - 1))
-            start = i
         expected = hi + 1
-    return chain[start:]
 
 
 def read_checkpoint(seg: Path, result: Salvage) -> None:
@@ -85,7 +86,7 @@ def read_checkpoint(seg: Path, result: Salvage) -> None:
     and its tombstones delete them)."""
     part = Salvage()
     _read_segment(seg, part)
-    for rid in _tombs(seg):
+    for rid in _tombs(seg, result):
         result.docs.pop(rid, None)
     for rid, doc in part.docs.items():
         result.docs.pop(rid, None)
@@ -101,10 +102,22 @@ def read_checkpoint(seg: Path, result: Salvage) -> None:
         result.missing = part.missing
 
 
-def _tombs(seg: Path) -> list[str]:
+def _tombs(seg: Path, result: Salvage) -> list[str]:
+    """The ids segment `seg` deletes; none when its `tombs.json` does not match its manifest
+    (damaged tombstones would delete live records: the deleted ones may come back instead,
+    which `result.untrusted_tombs` reports)."""
+    try:
+        manifest = read_manifest(seg)
+    except Damaged:
+        manifest = None  # nothing to check them against: read as they are, like the records
+    entry = (manifest or {}).get("files", {}).get(TOMBS)
+    if entry is not None and file_problem(seg, TOMBS, entry) is not None:
+        result.untrusted_tombs.append(str(seg / TOMBS))
+        return []
     try:
         tombs = orjson.loads((seg / TOMBS).read_bytes())
     except (OSError, orjson.JSONDecodeError):
+        result.untrusted_tombs.append(str(seg / TOMBS))
         return []
     return [rid for rid in tombs if isinstance(rid, str)] if isinstance(tombs, list) else []
 
