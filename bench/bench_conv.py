@@ -12,10 +12,11 @@ session's date), stored in `memory/store` batches of 200. Each question is one
 
 The modes differ only in the ranking constants (`a2e_mem.backends.base.VECTOR_WEIGHT` and
 `LEXICAL_POWER`, `a2e_mem.ops.diversify.DIVERSITY`, the time weights `a2e_mem.timeaware.W_PERIOD`,
-`W_WHEN`, `W_RECENT`): "new default" is the server as shipped; "old hybrid" is the ranking shipped
-before issue 12 (0.7 * cosine + 0.3 * lexical^2, listed by relevance alone, no time signal);
-"lexical alone" (weight 0: rank by BM25) and "vector alone" (weight 1: rank by cosine) are single
-signals too, without diversity or time. Each runs the same `serve-stdio` on the same store,
+`W_WHEN`, `W_RECENT`, the bridge's `a2e_mem.ops.bridge.BRIDGE_GAIN`): "new default" is the server
+as shipped; "old hybrid" is the ranking shipped before issue 12 (0.7 * cosine + 0.3 * lexical^2,
+listed by relevance alone, no time signal, no bridge); "lexical alone" (weight 0: rank by BM25)
+and "vector alone" (weight 1: rank by cosine) are single signals too, without diversity, time or
+bridge. Each runs the same `serve-stdio` on the same store,
 started by a two-line launcher that sets the constants before the CLI starts. Every query is on
 the wire in every mode. After the tables, old and new side by side, with the difference in points.
 
@@ -45,7 +46,7 @@ LIMIT = 50
 BATCH = 200
 HITS = (1, 5, 10)
 EVIDENCE = (5, 10, 25, 50)
-NO_TIME = {"W_PERIOD": 0.0, "W_WHEN": 0.0, "W_RECENT": 0.0}  # the time signal off: no gain moves an entry
+NO_TIME = {"W_PERIOD": 0.0, "W_WHEN": 0.0, "W_RECENT": 0.0, "BRIDGE_GAIN": 0.0}  # time and bridge off: no gain
 OLD = {"VECTOR_WEIGHT": 0.7, "LEXICAL_POWER": 2.0, "DIVERSITY": 0.0, **NO_TIME}  # shipped before issue 12
 MODES = {  # name -> (title, ranking constants; None: as shipped)
     "lexical": ("lexical alone", {"VECTOR_WEIGHT": 0.0, "LEXICAL_POWER": 1.0, "DIVERSITY": 0.0, **NO_TIME}),
@@ -55,8 +56,8 @@ MODES = {  # name -> (title, ranking constants; None: as shipped)
 }
 LAUNCHER = (  # every constant a mode names is set on its module before the CLI starts
     "import os, json, a2e_mem.backends.base as base, a2e_mem.ops.diversify as diversify, "
-    "a2e_mem.timeaware as timeaware; c = json.loads(os.environ['MEM_BENCH_RANKING']); "
-    "[setattr(next(m for m in (base, diversify, timeaware) if hasattr(m, k)), k, v) for k, v in c.items()]; "
+    "a2e_mem.ops.bridge as bridge, a2e_mem.timeaware as timeaware; c = json.loads(os.environ['MEM_BENCH_RANKING']); "
+    "[setattr(next(m for m in (base, diversify, bridge, timeaware) if hasattr(m, k)), k, v) for k, v in c.items()]; "
     "from a2e_mem.cli.main import run; run()"
 )
 

@@ -33,6 +33,7 @@ BOTH_BACKENDS = {
     "test_api",
     "test_langgraph",
     "test_timeaware_store",
+    "test_bridge",
 }
 
 

@@ -26,7 +26,7 @@ from ..errors import InvalidInput, MemoryFull, NotFound, Unauthorized
 from ..models import MAX_NAME, TIERS, MemoryEntry, new_id
 from ..redact import redact
 from ..schemas import entry_text
-from . import diversify
+from . import bridge, diversify
 
 Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
@@ -430,12 +430,17 @@ class A2E:
         parts: list[Candidates] = []
         for shard in shards:
             parts += shard.search(
-                now, filters, qvec, timeaware.undated(query, asked), k=_depth(limit, asked), exhaustive=min_score > 0
+                now,
+                filters,
+                qvec,
+                timeaware.undated(query, asked),
+                k=_depth(limit, asked, bool(query)),
+                exhaustive=min_score > 0,
             )
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         if since or until:
             applied.update(since=since, until=until)
-        found = _rank(parts, limit, min_score, applied if explain else None, asked)
+        found = _rank(parts, limit, min_score, applied if explain else None, asked, query)
         return {**found, "warnings": warnings} if warnings else found
 
     @on_one_thread
@@ -464,9 +469,11 @@ class A2E:
         parts = [
             p
             for shard in shards
-            for p in shard.search(now, filters, qvec, query, k=_depth(limit), exhaustive=min_score > 0)
+            for p in shard.search(
+                now, filters, qvec, query, k=_depth(limit, queried=bool(query)), exhaustive=min_score > 0
+            )
         ]
-        return _rank(parts, limit, min_score)["entries"]
+        return _rank(parts, limit, min_score, query=query)["entries"]
 
     # -- forget -----------------------------------------------------------------------------
 
@@ -497,10 +504,10 @@ class A2E:
         return len(doomed)
 
 
-def _depth(limit: int, asked: timeaware.QueryTime | None = None) -> int:
-    """How many candidates a query asks of each shard: the pool `_rank` diversifies, and the
-    pool the time signals re-rank when the query asks about time."""
-    return max(diversify.pool_size(limit), timeaware.POOL if asked else 0)
+def _depth(limit: int, asked: timeaware.QueryTime | None = None, queried: bool = False) -> int:
+    """How many candidates a query asks of each shard: the pool `_rank` diversifies, the pool
+    the time signals re-rank when the query asks about time, and the one its leader bridges."""
+    return max(diversify.pool_size(limit), timeaware.POOL if asked else 0, bridge.POOL if queried else 0)
 
 
 def _rank(
@@ -509,14 +516,16 @@ def _rank(
     min_score: float,
     explain: dict | None = None,
     asked: timeaware.QueryTime | None = None,
+    query: str = "",
 ) -> dict[str, Any]:
     """Merge candidates of several shards: filter on relevance, order (by relevance, or without a
-    query by importance; moved by the time signals a query `asked` for), then by recency, cut to
-    `limit`. With a query, near-copies of entries already listed give way to other entries
-    (`diversify.py`): the pool is larger than `limit` so that a demoted copy can be replaced."""
+    query by importance; moved by the time signals a query `asked` for, then by the names its
+    best entry bridges to, `bridge.py`), then by recency, cut to `limit`. With a query, near-copies
+    of entries already listed give way to other entries (`diversify.py`): the pool is larger than
+    `limit` so that a demoted copy can be replaced."""
     total = 0
     queried = any(p.order is None and p.vectors is not None for p in parts)
-    pool_size = _depth(limit, asked) if queried else max(limit, timeaware.POOL if asked else 0)
+    pool_size = _depth(limit, asked, bool(query)) if queried else max(limit, timeaware.POOL if asked else 0)
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
         kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
@@ -529,6 +538,10 @@ def _rank(
     timing: dict[int, dict] = {}
     if asked and all(p.order is None for p, _ in pool):  # a query: relevance ranks
         relevance, timing = timeaware.rerank(asked, relevance, lambda at: refs[at][0].doc(refs[at][1]), limit)
+        rank = relevance
+    bridged: dict[int, dict] = {}
+    if query and queried and all(p.order is None for p, _ in pool):  # after the time signal: the leader bridges
+        relevance, bridged = _bridge(query, relevance, updated, refs)
         rank = relevance
     ordered = np.lexsort((-updated, -rank))[:pool_size]
     listed, penalties, twins = (
@@ -549,8 +562,28 @@ def _rank(
                 }
             if asked:
                 entry["explain"]["time"] = {"query": timeaware.describe(asked), **timing.get(int(at), {"gain": 0.0})}
+            if int(at) in bridged:
+                entry["explain"]["bridge"] = {**bridged[int(at)], "rule": bridge.rule()}
         entries.append(entry)
     return {"entries": entries, "total": total}
+
+
+def _bridge(
+    query: str, relevance: np.ndarray, updated: np.ndarray, refs: list[tuple[Candidates, int]]
+) -> tuple[np.ndarray, dict[int, dict]]:
+    """`bridge.lift` over the merged candidates, the leader as it ranks now (ties: the newest),
+    each explanation naming the leader's key."""
+
+    def text(at: int) -> str:
+        return entry_text(refs[at][0].doc(refs[at][1]))
+
+    best_first = np.lexsort((-updated, -relevance))
+    relevance, bridged = bridge.lift(query, relevance, best_first, text)
+    if bridged:
+        lead = refs[int(best_first[0])]
+        for why in bridged.values():
+            why["from"] = public(lead[0].doc(lead[1])).get("key")
+    return relevance, bridged
 
 
 def _diversified(

@@ -1,0 +1,101 @@
+"""Bridging (`store/ops/bridge.py`): the names the best entry holds, and the query does not, lift
+the candidates that hold them too; on small cases, then through the store on both backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from a2e_mem.ops import bridge
+
+TOPICS = "rain bakery bicycle kettle violin harbour chess tomatoes printer marathon".split()
+FILLER = [f"the {TOPICS[i % 10]} and the {TOPICS[(i * 3 + 1) % 10]} again, {i} times" for i in range(40)]
+
+
+def lifted(query, texts, relevance=None):
+    relevance = np.linspace(0.9, 0.5, len(texts)) if relevance is None else np.asarray(relevance)
+    moved, why = bridge.lift(query, relevance, np.argsort(-relevance, kind="stable"), texts.__getitem__)
+    return relevance, moved, why
+
+
+def test_a_rare_name_of_the_best_entry_lifts_the_candidates_that_hold_it():
+    texts = ["My uncle Hollis is staying with us", *FILLER, "Hollis and Bastian finally set a date"]
+    before, moved, why = lifted("who is my uncle going to marry?", texts)
+    last = len(texts) - 1
+    assert moved[last] == pytest.approx(before[last] * (1 + bridge.BRIDGE_GAIN))
+    assert why == {last: {"names": ["hollis"], "gain": bridge.BRIDGE_GAIN, "before": round(before[last], 6),
+                          "after": round(moved[last], 6)}}  # fmt: skip
+    assert np.array_equal(moved[:last], before[:last])  # the leader and the others do not move
+
+
+def test_a_name_the_query_says_or_most_candidates_hold_bridges_nothing():
+    texts = ["Ana: my uncle Hollis is staying with us", *(f"Ana: {t}" for t in FILLER), "Hollis set a date"]
+    _, _, why = lifted("when is Hollis getting married?", texts)  # named by the query: nothing to bridge to
+    assert why == {}
+    _, _, why = lifted("who is my uncle going to marry?", texts)
+    assert list(why) == [len(texts) - 1] and why[len(texts) - 1]["names"] == ["hollis"]  # not "ana": all hold it
+
+
+def test_a_name_held_by_more_than_rare_candidates_or_a_small_pool_bridges_nothing():
+    many = ["My uncle Hollis is staying", *FILLER[:20], *(["Hollis again"] * (bridge.RARE + 1)), *FILLER[20:]]
+    assert lifted("my uncle", many)[2] == {}
+    few = ["My uncle Hollis is staying", "Hollis and Bastian set a date", "the weather"]  # a tenth of 3 < 1
+    assert lifted("my uncle", few)[2] == {}
+
+
+def test_relevance_stays_within_one():
+    texts = ["Leeds at last", *FILLER, "Leeds flat"]
+    _, moved, _ = lifted("where did we move?", texts, [1.0] * (len(texts) - 1) + [0.99])
+    assert moved.max() <= 1.0 and moved[-1] == 1.0
+
+
+@pytest.fixture
+def meaning(home, monkeypatch):
+    """A store with the shipped embedder: the tests' `hash` one gives these entries no meaning."""
+    from a2e_mem.service import MemoryService
+
+    monkeypatch.setenv("MEM_EMBEDDER", "static")
+    svc = MemoryService(home)
+    yield svc
+    svc.close()
+
+
+def turn(tid, text):
+    return {"key": {"id": tid}, "content": {"speaker": "Ana", "text": text}, "tier": "semantic"}
+
+
+def test_the_store_lifts_the_second_hop_and_explains_it(meaning):
+    service = meaning
+    s = service.scope("ns", "agent")
+    service.store(s, [turn(f"f{i}", t) for i, t in enumerate(FILLER)])
+    service.store(s, [turn("intro", "My uncle Hollis is staying with us this weekend, he never stops talking.")])
+    service.store(s, [turn("news", "Hollis and Bastian finally set a date, the wedding is in Turin.")])
+    found = service.retrieve(s, query="who is my uncle going to marry?", limit=5, explain=True)
+    by_id = {e["key"]["id"]: e for e in found["entries"]}
+    assert found["entries"][0]["key"]["id"] == "intro"
+    lift = by_id["news"]["explain"]["bridge"]
+    assert lift["names"] == ["hollis"] and lift["from"] == {"id": "intro"} and lift["gain"] == bridge.BRIDGE_GAIN
+    assert (
+        by_id["news"]["relevance"]
+        == lift["after"]
+        == pytest.approx(lift["before"] * (1 + bridge.BRIDGE_GAIN), abs=1e-6)
+    )
+    assert all("bridge" not in e["explain"] for e in found["entries"] if e["key"]["id"] != "news")
+
+
+def test_a_lift_moves_the_listing_order_not_only_the_score(meaning, monkeypatch):
+    service = meaning
+    s = service.scope("ns", "agent")
+    service.store(s, [turn(f"f{i}", t) for i, t in enumerate(FILLER)])
+    service.store(s, [turn("intro", "My uncle Hollis is staying with us this weekend, he never stops talking.")])
+    service.store(s, [turn("d1", "My flatmate's uncle came round for dinner, lovely person.")])
+    service.store(s, [turn("d2", "Are you going to the market on Saturday?")])
+    service.store(s, [turn("news", "Hollis and Bastian finally set a date, the wedding is in Turin.")])
+
+    def listed(gain):
+        monkeypatch.setattr(bridge, "BRIDGE_GAIN", gain)
+        found = service.retrieve(s, query="who is my uncle going to marry?", limit=5)
+        return [e["key"]["id"] for e in found["entries"]]
+
+    assert listed(0.0)[:4] == ["intro", "d2", "d1", "news"]  # the words and the vectors alone
+    assert listed(1.0)[:4] == ["intro", "news", "d2", "d1"]  # the name the leader gives lifts the news
