@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from a2e_mem import timeaware  # noqa: E402
 from a2e_mem.backends import base  # noqa: E402
-from a2e_mem.ops import diversify  # noqa: E402
+from a2e_mem.ops import bridge, diversify  # noqa: E402
 from bench.bench_conv import COLUMNS, LIMIT, TYPES, score  # noqa: E402
 from bench.fusion_signals import split_signals  # noqa: E402
 
@@ -60,10 +60,10 @@ GRID = {
     "W_WHEN": (0.0, 0.1, 0.2),
     "W_RECENT": (0.0, 0.2, 0.4),
 }
-TIME_OFF = {"W_PERIOD": 0.0, "W_WHEN": 0.0, "W_RECENT": 0.0}
+TIME_OFF = {"W_PERIOD": 0.0, "W_WHEN": 0.0, "W_RECENT": 0.0, "BRIDGE_GAIN": 0.0}  # the bridge too
 OLD = {"VECTOR_WEIGHT": 0.7, "LEXICAL_POWER": 2.0, "DIVERSITY": 0.0, "SIMILAR": 0.0, **TIME_OFF}  # before issue 12
 BETTER_AT_10 = ("multi-hop", "temporal", "open-domain")  # the issue: better than before at top 10
-MODULES = (base, diversify, timeaware)
+MODULES = (base, diversify, bridge, timeaware)
 
 
 def set_constants(constants: dict[str, float]) -> None:
@@ -87,13 +87,16 @@ def time_gains(q: dict, pool: np.ndarray) -> np.ndarray:
 def ranked(q: dict) -> list[int]:
     """The turns the store would list for `q` with the constants as set now, as `A2E.retrieve`
     does: the pool by fused relevance (ties: newest first), the best `timeaware.POOL` of it moved
-    by their time gains, then listed by `diversify`."""
+    by their time gains, then by the names its leader bridges to (`bridge.lift`), then listed by
+    `diversify`."""
     relevance = base.fuse(q["vec"], q["lex"])
     newest_first = -np.arange(len(relevance))
-    pool = np.lexsort((newest_first, -relevance))[: diversify.pool_size(LIMIT)]
+    pool = np.lexsort((newest_first, -relevance))[: max(diversify.pool_size(LIMIT), bridge.POOL)]
     moved = relevance[pool]
     timed = min(max(LIMIT, timeaware.POOL), len(pool))
     moved[:timed] = np.minimum(1.0, moved[:timed] * (1.0 + time_gains(q, pool[:timed])))
+    best_first = np.lexsort((newest_first[pool], -moved))
+    moved, _ = bridge.lift(q["question"], moved, best_first, lambda at: q["texts"][pool[at]])
     order = np.lexsort((newest_first[pool], -moved))
     listed, _, _ = diversify.diversify(moved[order], q["turns"][pool[order]], LIMIT)
     return [int(t) for t in pool[order][listed]]
@@ -130,7 +133,8 @@ def show(name: str, result: dict[str, dict[str, float]]) -> None:
 
 
 def shipped_constants() -> dict[str, float]:
-    return {name: getattr(next(m for m in MODULES if hasattr(m, name)), name) for name in (*GRID, "SIMILAR")}
+    names = (*GRID, "SIMILAR", "BRIDGE_GAIN")
+    return {name: getattr(next(m for m in MODULES if hasattr(m, name)), name) for name in names}
 
 
 def main() -> int:

@@ -38,8 +38,9 @@ DATA = Path(__file__).resolve().parent / "data" / "convbench.json"
 
 
 def conversation_signals(conv: dict, embedder: str) -> tuple[list[dict], np.ndarray]:
-    """Per question: its type, evidence mask, and the vector and lexical signal of each turn;
-    and the turns' vectors (as stored: the embedder's vector of the entry's text)."""
+    """Per question: its type and text, evidence mask, the vector and lexical signal of each
+    turn, and the turns' searchable texts (for the bridge); and the turns' vectors (as stored: the
+    embedder's vector of the entry's text)."""
     svc = MemoryService(tempfile.mkdtemp(prefix="mem-signals-"), embedder=embedder)
     try:
         session = svc.scope("conv", "bench")
@@ -67,7 +68,10 @@ def conversation_signals(conv: dict, embedder: str) -> tuple[list[dict], np.ndar
                     docs[at] = part.doc(i)
             evidence = np.zeros(len(order), dtype=bool)
             evidence[[order[e] for e in q["evidence"]]] = True
-            out.append({"type": q["type"], "vec": vec, "lex": lex, "evidence": evidence, "conv": conv["id"]})
+            out.append(
+                {"type": q["type"], "question": q["question"], "vec": vec, "lex": lex, "evidence": evidence,
+                 "conv": conv["id"], "texts": texts}
+            )  # fmt: skip
             out[-1].update(time_parts(q["question"], docs))
         return out, svc.backend.embed(texts)
     finally:
