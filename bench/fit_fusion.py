@@ -30,6 +30,10 @@ signal (VECTOR_WEIGHT 0.4 to 0.7, power 1 to 3) put every leader at a power of 1
 weight of 0.45 to 0.6. `--no-grid` only compares the old and the shipped constants (for another
 embedder).
 
+The bridge (`store/ops/bridge.py`, BRIDGE_GAIN) came after that grid, which ran without it: every
+point is now ranked with the shipped bridge, the old constants without it. Its gain and rarity
+were set on dev with the other constants as shipped (see its docstring).
+
 Reciprocal rank fusion was tried too and lost to score fusion (see the README); it would also
 make relevance a function of the other candidates, so `min_score` would mean nothing fixed.
 """
