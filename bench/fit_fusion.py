@@ -100,7 +100,7 @@ def ranked(q: dict) -> list[int]:
     timed = min(max(LIMIT, timeaware.POOL), len(pool))
     moved[:timed] = np.minimum(1.0, moved[:timed] * (1.0 + time_gains(q, pool[:timed])))
     best_first = np.lexsort((newest_first[pool], -moved))
-    moved, _ = bridge.lift(q["question"], moved, best_first, lambda at: q["texts"][pool[at]])
+    moved, _ = bridge.lift(q["question"], moved, best_first, lambda at: q["contents"][pool[at]])
     order = np.lexsort((newest_first[pool], -moved))
     listed, _, _ = diversify.diversify(moved[order], q["turns"][pool[order]], LIMIT)
     return [int(t) for t in pool[order][listed]]

@@ -39,7 +39,7 @@ DATA = Path(__file__).resolve().parent / "data" / "convbench.json"
 
 def conversation_signals(conv: dict, embedder: str) -> tuple[list[dict], np.ndarray]:
     """Per question: its type and text, evidence mask, the vector and lexical signal of each
-    turn, and the turns' searchable texts (for the bridge); and the turns' vectors (as stored: the
+    turn, and the turns' contents (for the bridge); and the turns' vectors (as stored: the
     embedder's vector of the entry's text)."""
     svc = MemoryService(tempfile.mkdtemp(prefix="mem-signals-"), embedder=embedder)
     try:
@@ -70,7 +70,7 @@ def conversation_signals(conv: dict, embedder: str) -> tuple[list[dict], np.ndar
             evidence[[order[e] for e in q["evidence"]]] = True
             out.append(
                 {"type": q["type"], "question": q["question"], "vec": vec, "lex": lex, "evidence": evidence,
-                 "conv": conv["id"], "texts": texts}
+                 "conv": conv["id"], "contents": [doc.get("content") for doc in docs]}
             )  # fmt: skip
             out[-1].update(time_parts(q["question"], docs))
         return out, svc.backend.embed(texts)

@@ -43,24 +43,37 @@ def test_a_name_held_by_more_than_rare_candidates_or_a_small_pool_bridges_nothin
     assert lifted("my uncle", few)[2] == {}
 
 
-def test_a_lifted_candidate_comes_close_to_the_leader_but_never_passes_it():
+def test_a_lifted_candidate_comes_close_to_the_leader_but_stays_below_it_as_shown():
     texts = ["we moved to Leeds at last", *FILLER, "a flat in Leeds"]
     relevance = [0.5] + [0.1] * len(FILLER) + [0.48]
     _, moved, why = lifted("where did we move?", texts, relevance)
-    assert moved[-1] < moved[0] == 0.5 and moved[-1] == pytest.approx(0.5) and why[len(texts) - 1]["after"] == 0.5
+    assert round(moved[-1], 6) < round(moved[0], 6) == 0.5 and why[len(texts) - 1]["after"] == 0.499999
 
 
-def test_only_a_name_inside_a_sentence_offers_a_bridge_and_a_calendar_word_is_no_name():
-    assert bridge.inner_names("Ana: my uncle Hollis, and Bastian. Someone said: Turin") == {
-        "hollis",
-        "bastian",
-        "turin",
-    }
-    assert bridge.inner_names("Someone at work keeps trying") == set()  # a first word is capitalised anyway
-    assert bridge.inner_names("sketching herons every Sunday in May") == set()
-    assert bridge.names("Hollis met Bastian on Monday") == {"hollis", "bastian"}
+def test_only_a_name_inside_a_sentence_offers_a_bridge():
+    found, inner = bridge.names("Ana: my uncle Hollis, and Bastian. Someone said: Turin")
+    assert inner == {"hollis", "bastian", "turin"} and found == inner | {"ana", "someone"}
+    assert bridge.names("Someone at work keeps trying")[1] == set()  # a first word is capitalised anyway
     texts = ["Someone at work keeps trying to get me into rowing", *FILLER, "Someone at work sings in a choir"]
     assert lifted("how do I get to work?", texts)[2] == {}
+
+
+def test_calendar_words_the_pronoun_i_and_acronyms_are_no_names():
+    inner = bridge.names("we climb on Fridays, on Sat and every Monday in May; the dentist said I need the TV off")[1]
+    assert inner == set()
+    assert bridge.names("a trip with McKay and Zoë")[1] == {"mckay", "zoë"}
+
+
+def test_a_name_the_query_says_in_any_form_bridges_nothing():
+    texts = ["Ana: my uncle Hollis is staying with us", *FILLER, "Hollis and Bastian finally set a date"]
+    for query in ("Who is Hollis's partner?", "what did HOLLIS’s uncle do?", "hollis"):
+        assert lifted(query, texts)[2] == {}, query
+
+
+def test_names_come_from_the_content_only_and_its_first_characters():
+    lead = {"text": "I booked the dentist, said Ana to Priya", "place": "Leeds"}  # a value alone: its first word
+    assert bridge.names(lead)[1] == {"ana", "priya"}
+    assert bridge.names({"text": "a " * 100_000 + "met Hollis"}) == (set(), set())  # past CHARS: not read
 
 
 @pytest.fixture
@@ -113,3 +126,22 @@ def test_a_lift_moves_the_listing_order_not_only_the_score(meaning, monkeypatch)
 
     assert listed(0.0)[:4] == ["intro", "d2", "d1", "news"]  # the words and the vectors alone
     assert listed(1.0)[:4] == ["intro", "news", "d2", "d1"]  # the name the leader gives lifts the news
+
+
+def test_min_score_removes_entries_but_never_changes_the_relevance_of_those_it_keeps(meaning):
+    service = meaning
+    s = service.scope("ns", "agent")
+    service.store(s, [turn(f"f{i}", t) for i, t in enumerate(FILLER)])
+    service.store(s, [turn("intro", "My uncle Hollis is staying with us this weekend, he never stops talking.")])
+    service.store(s, [turn("news", "Hollis and Bastian finally set a date, the wedding is in Turin.")])
+
+    def found(min_score):
+        got = service.retrieve(s, query="who is my uncle going to marry?", limit=5, min_score=min_score, explain=True)
+        return {e["key"]["id"]: e for e in got["entries"]}, got["total"]
+
+    everything, _ = found(0.0)
+    before = everything["news"]["explain"]["bridge"]["before"]
+    kept, total = found(before - 0.001)  # the news passes on its relevance before the lift; few others do
+    assert "news" in kept and total == len(kept) < len(FILLER)
+    assert {rid: e["relevance"] for rid, e in kept.items()} == {rid: everything[rid]["relevance"] for rid in kept}
+    assert "news" not in found(before + 0.001)[0]  # cut on the relevance before the lift

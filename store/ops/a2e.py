@@ -518,20 +518,22 @@ def _rank(
     asked: timeaware.QueryTime | None = None,
     query: str = "",
 ) -> dict[str, Any]:
-    """Merge candidates of several shards: filter on relevance, order (by relevance, or without a
-    query by importance; moved by the time signals a query `asked` for, then by the names its
-    best entry bridges to, `bridge.py`), then by recency, cut to `limit`. With a query, near-copies
-    of entries already listed give way to other entries (`diversify.py`): the pool is larger than
-    `limit` so that a demoted copy can be replaced."""
+    """Merge candidates of several shards: order (by relevance, or without a query by importance;
+    moved by the time signals a query `asked` for, then by the names its best entry bridges to,
+    `bridge.py`), then by recency, keep those whose relevance before any gain reaches `min_score`,
+    cut to `limit`. The gains are computed over the best candidates whatever `min_score` is, so
+    that it only ever removes entries, never changes the relevance of one it keeps. With a query,
+    near-copies of entries already listed give way to other entries (`diversify.py`): the pool is
+    larger than `limit` so that a demoted copy can be replaced."""
     total = 0
     queried = any(p.order is None and p.vectors is not None for p in parts)
     pool_size = _depth(limit, asked, bool(query)) if queried else max(limit, timeaware.POOL if asked else 0)
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
-        kept = np.flatnonzero(part.relevance >= min_score - 1e-9)
-        total += len(kept) if min_score > 0 else part.total
-        pool.append((part, _leaders(part.rank, kept, pool_size)))
+        total += int(np.count_nonzero(part.relevance >= min_score - 1e-9)) if min_score > 0 else part.total
+        pool.append((part, _leaders(part.rank, np.arange(len(part.rank)), pool_size)))
     relevance = np.concatenate([p.relevance[i] for p, i in pool]) if pool else np.zeros(0)
+    eligible = relevance >= min_score - 1e-9  # on the relevance before the gains
     rank = np.concatenate([p.rank[i] for p, i in pool]) if pool else np.zeros(0)
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
@@ -543,7 +545,8 @@ def _rank(
     if query and queried and all(p.order is None for p, _ in pool):  # after the time signal: the leader bridges
         relevance, bridged = _bridge(query, relevance, updated, refs)
         rank = relevance
-    ordered = np.lexsort((-updated, -rank))[:pool_size]
+    ordered = np.lexsort((-updated, -rank))
+    ordered = ordered[eligible[ordered]][:pool_size]
     listed, penalties, twins = (
         _diversified(refs, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
     )
@@ -574,11 +577,11 @@ def _bridge(
     """`bridge.lift` over the merged candidates, the leader as it ranks now (ties: the newest),
     each explanation naming the leader's key."""
 
-    def text(at: int) -> str:
-        return entry_text(refs[at][0].doc(refs[at][1]))
+    def content(at: int) -> Any:
+        return refs[at][0].doc(refs[at][1]).get("content")
 
     best_first = np.lexsort((-updated, -relevance))
-    relevance, bridged = bridge.lift(query, relevance, best_first, text)
+    relevance, bridged = bridge.lift(query, relevance, best_first, content)
     if bridged:
         lead = refs[int(best_first[0])]
         for why in bridged.values():
