@@ -463,7 +463,7 @@ def time_bound(value: Any, what: str, now: float) -> float | None:
     read against `now` (see `_bound_span`). A bound naming a day or a longer period covers it
     whole: `since` is its first instant, `until` the instant after its last (the filter is
     since <= time < until). None: no bound."""
-    if value is None or value == "":  # an empty field (a client that clears it) is no bound
+    if value is None or (isinstance(value, str) and not value.strip()):  # an empty field (cleared) is no bound
         return None
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be an ISO-8601 date or time, not {value!r}", {"field": what})
@@ -471,7 +471,9 @@ def time_bound(value: Any, what: str, now: float) -> float | None:
     span = _bound_span(text, now)
     if span is not None:
         first, last = span
-        return _ordinal_seconds(first) if what == "since" else _ordinal_seconds(last + 1)
+        bound = _ordinal_seconds(first) if what == "since" else _ordinal_seconds(last + 1)
+        # "300 years ago" is read, but dates are the years 1800 to 2099 everywhere else
+        return bound if FIRST_SECOND <= bound <= END_SECOND else _fail(text, what)
     try:
         return _iso_seconds(text) if text[:4].isdigit() and ("T" in text or " " in text) else _fail(text, what)
     except (ValueError, OverflowError):

@@ -132,11 +132,18 @@ def test_since_and_until_bounds(value, since, until):
     assert ta.time_bound(value, "until", NOW) == utc(until)
 
 
-@pytest.mark.parametrize("value", ["garbage", "2023-13-01", "12", "2023-02-30", "next blue moon", 5])
+@pytest.mark.parametrize(
+    "value", ["garbage", "2023-13-01", "12", "2023-02-30", "next blue moon", 5, "300 years ago", "in 100 years"]
+)
 def test_a_bound_that_is_not_a_date_is_invalid_input(value):
     with pytest.raises(InvalidInput) as caught:
         ta.time_bound(value, "since", NOW)
     assert caught.value.detail == {"field": "since"}
+
+
+@pytest.mark.parametrize("value", [None, "", "  ", "\t"])
+def test_a_blank_bound_is_no_bound(value):
+    assert ta.time_bound(value, "since", NOW) is None and ta.time_bound(value, "until", NOW) is None
 
 
 def test_a_pool_entry_gains_from_the_period_it_mentions_more_than_from_when_it_was_said():
