@@ -91,13 +91,24 @@ def turn(tid, text):
     return {"key": {"id": tid}, "content": {"speaker": "Ana", "text": text}, "tier": "semantic"}
 
 
-def test_the_store_lifts_the_second_hop_and_explains_it(meaning):
-    service = meaning
+QUESTION = "who is my uncle going to marry?"
+
+
+def uncle_story(service, *between):
+    """Filler, the uncle named, the `between` turns, then the news that names him only."""
     s = service.scope("ns", "agent")
     service.store(s, [turn(f"f{i}", t) for i, t in enumerate(FILLER)])
     service.store(s, [turn("intro", "My uncle Hollis is staying with us this weekend, he never stops talking.")])
+    for tid, text in between:
+        service.store(s, [turn(tid, text)])
     service.store(s, [turn("news", "Hollis and Bastian finally set a date, the wedding is in Turin.")])
-    found = service.retrieve(s, query="who is my uncle going to marry?", limit=5, explain=True)
+    return s
+
+
+def test_the_store_lifts_the_second_hop_and_explains_it(meaning):
+    service = meaning
+    s = uncle_story(service)
+    found = service.retrieve(s, query=QUESTION, limit=5, explain=True)
     by_id = {e["key"]["id"]: e for e in found["entries"]}
     assert found["entries"][0]["key"]["id"] == "intro"
     lift = by_id["news"]["explain"]["bridge"]
@@ -112,16 +123,15 @@ def test_the_store_lifts_the_second_hop_and_explains_it(meaning):
 
 def test_a_lift_moves_the_listing_order_not_only_the_score(meaning, monkeypatch):
     service = meaning
-    s = service.scope("ns", "agent")
-    service.store(s, [turn(f"f{i}", t) for i, t in enumerate(FILLER)])
-    service.store(s, [turn("intro", "My uncle Hollis is staying with us this weekend, he never stops talking.")])
-    service.store(s, [turn("d1", "My flatmate's uncle came round for dinner, lovely person.")])
-    service.store(s, [turn("d2", "Are you going to the market on Saturday?")])
-    service.store(s, [turn("news", "Hollis and Bastian finally set a date, the wedding is in Turin.")])
+    s = uncle_story(
+        service,
+        ("d1", "My flatmate's uncle came round for dinner, lovely person."),
+        ("d2", "Are you going to the market on Saturday?"),
+    )
 
     def listed(gain):
         monkeypatch.setattr(bridge, "BRIDGE_GAIN", gain)
-        found = service.retrieve(s, query="who is my uncle going to marry?", limit=5)
+        found = service.retrieve(s, query=QUESTION, limit=5)
         return [e["key"]["id"] for e in found["entries"]]
 
     assert listed(0.0)[:4] == ["intro", "d2", "d1", "news"]  # the words and the vectors alone
@@ -130,13 +140,10 @@ def test_a_lift_moves_the_listing_order_not_only_the_score(meaning, monkeypatch)
 
 def test_min_score_removes_entries_but_never_changes_the_relevance_of_those_it_keeps(meaning):
     service = meaning
-    s = service.scope("ns", "agent")
-    service.store(s, [turn(f"f{i}", t) for i, t in enumerate(FILLER)])
-    service.store(s, [turn("intro", "My uncle Hollis is staying with us this weekend, he never stops talking.")])
-    service.store(s, [turn("news", "Hollis and Bastian finally set a date, the wedding is in Turin.")])
+    s = uncle_story(service)
 
     def found(min_score):
-        got = service.retrieve(s, query="who is my uncle going to marry?", limit=5, min_score=min_score, explain=True)
+        got = service.retrieve(s, query=QUESTION, limit=5, min_score=min_score, explain=True)
         return {e["key"]["id"]: e for e in got["entries"]}, got["total"]
 
     everything, _ = found(0.0)
