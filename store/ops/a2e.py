@@ -520,9 +520,10 @@ def _rank(
 ) -> dict[str, Any]:
     """Merge candidates of several shards: order (by relevance, or without a query by importance;
     moved by the time signals a query `asked` for, then by the names its best entry bridges to,
-    `bridge.py`), then by recency, keep those whose relevance before any gain reaches `min_score`,
-    cut to `limit`. The gains are computed over the best candidates whatever `min_score` is, so
-    that it only ever removes entries, never changes the relevance of one it keeps. With a query,
+    `bridge.py`), then by recency, keep those whose relevance (after the gains: the relevance
+    shown) reaches `min_score`, cut to `limit`. The gains are computed over the best candidates
+    whatever `min_score` is, so that it only ever removes entries, never changes the relevance of
+    one it keeps, and an entry that moves others is one it keeps (the best). With a query,
     near-copies of entries already listed give way to other entries (`diversify.py`): the pool is
     larger than `limit` so that a demoted copy can be replaced."""
     total = 0
@@ -533,7 +534,7 @@ def _rank(
         total += int(np.count_nonzero(part.relevance >= min_score - 1e-9)) if min_score > 0 else part.total
         pool.append((part, _leaders(part.rank, np.arange(len(part.rank)), pool_size)))
     relevance = np.concatenate([p.relevance[i] for p, i in pool]) if pool else np.zeros(0)
-    eligible = relevance >= min_score - 1e-9  # on the relevance before the gains
+    passed_before = int(np.count_nonzero(relevance >= min_score - 1e-9))
     rank = np.concatenate([p.rank[i] for p, i in pool]) if pool else np.zeros(0)
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
@@ -545,6 +546,9 @@ def _rank(
     if query and queried and all(p.order is None for p, _ in pool):  # after the time signal: the leader bridges
         relevance, bridged = _bridge(query, relevance, updated, refs)
         rank = relevance
+    eligible = relevance >= min_score - 1e-9  # the relevance shown, after the gains
+    if min_score > 0:  # a gain can lift a pooled entry over the floor: `total` counts what passes now
+        total += int(np.count_nonzero(eligible)) - passed_before
     ordered = np.lexsort((-updated, -rank))
     ordered = ordered[eligible[ordered]][:pool_size]
     listed, penalties, twins = (

@@ -9,17 +9,20 @@ does not, and that are rare among the candidates, lift the other candidates hold
     relevance = min(1, relevance * (1 + BRIDGE_GAIN))
 
 A name is a word of the entry's content (its text values; not its key or tags) that starts with
-a capital and goes on in lower case ("Hollis", "Pretzel", "Leeds"; not "I" or "TV"), other than a
-month or a weekday. The best entry offers the names inside its sentences (after a lower-case
-letter, a comma, a colon or a semicolon), not a sentence's or a value's first word, which is
-capitalised whatever it is ("Someone at work ...", a speaker field); a candidate holds a name
-wherever it is. The query's words (letters only: "Hollis's" says "Hollis") are never offered.
-Rare means held by at most RARE of the best POOL candidates and by at most one in SHARE of them:
-a speaker's name, in nearly every turn, bridges nothing, and a handful of candidates (a small
-store, or filters that leave few) bridges nothing either. Only candidates already in the pool
-move (no second search), by a fixed gain, and stay below the best entry (the names came from
-it); `--explain` shows the gain under "bridge", with the names and the key of the entry they
-came from. The first CHARS characters of a content are read, so a long entry costs no more.
+a capital and goes on in lower case ("Hollis", "Pretzel", "Leeds"; not "I" or "TV"), other than
+a word of time or a title (`NOT_NAMES`: months, weekdays, seasons, holidays, "Dr"). The best
+entry offers the names inside its sentences: right after a word in lower case ("uncle Hollis",
+not "Garden Committee" in a title) or after a comma, colon or semicolon, on the same line; not a
+sentence's, a line's or a value's first word, which is capitalised whatever it is ("Someone at
+work ...", a speaker field). A candidate holds a name wherever it is. Names compare case-folded
+and without accents (`fold`), and the query's words (letters only: "Hollis's" says "Hollis")
+are never offered. Rare means held by at most RARE of the best POOL candidates and by at most
+one in SHARE of them: a speaker's name, in nearly every turn, bridges nothing, and a handful of
+candidates (a small store, or filters that leave few) bridges nothing either. Only candidates
+already in the pool move (no second search), by a fixed gain, and stay below the best entry (the
+names came from it); `--explain` shows the gain under "bridge", with the names and the key of the
+entry they came from. The first CHARS characters of a content are read (every value, whatever
+its type, costs at least one), so a long or wide entry costs no more.
 
 BRIDGE_GAIN and RARE were set on the dev split of bench/bench_conv.py, the fusion, diversity and
 time constants as shipped, with a first version of the name rules: multi-hop evidence in the top
@@ -29,15 +32,18 @@ multi-hop a little more but was a peak (RARE 3 there lost it again), and at 0.2 
 questions. Offering every capitalised word lost an open-domain question at the top (a weekday and
 a sentence's first word bridged to the wrong entries, past the leader); an outside audit then
 found more of the same (the first word of a text after a speaker's name, key values, tags,
-possessives, weekday plurals, "I"), hence the rules above, with which dev gives 0.496 -> 0.548
-and 0.601 -> 0.627 (the first version's extra question came from a sentence's first word).
+possessives, weekday plurals, "I", title case, a new line, holidays, "Dr", accents in another
+Unicode form), hence the rules above, with which dev gives 0.496 -> 0.548 and 0.601 -> 0.627
+(the first version's extra question came from a sentence's first word).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -52,20 +58,39 @@ CHARS = 4096  # characters of an entry's content read for names (as for its date
 
 _WORD = re.compile(r"[^\W\d_]+")  # letters only: "Hollis's" holds "Hollis", "Jean-Luc" two names
 _DAYS = tuple(WEEKDAYS)
-CALENDAR = frozenset({*MONTHS, *_DAYS, *(d + "s" for d in _DAYS), *(d[:3] for d in _DAYS), "tues", "thur", "thurs"})
+_PERIODS = ("spring", "summer", "autumn", "fall", "winter", "christmas", "easter", "halloween", "thanksgiving")
+_TITLES = ("mr", "mrs", "ms", "dr", "prof", "sir", "st", "mt", "jr", "sr")
+# words capitalised as names are but naming a time or a title, shared by unrelated entries
+NOT_NAMES = frozenset(
+    {*MONTHS, *(m + "s" for m in MONTHS), *_DAYS, *(d + "s" for d in _DAYS), *(d[:3] for d in _DAYS),
+     "tues", "thur", "thurs", *_PERIODS, *_TITLES}
+)  # fmt: skip
+_JOINS = ("", ",", ";", ":")  # what may stand between a word and the name after it, inside a sentence
+
+
+def fold(word: str) -> str:
+    """A word as names are compared: case-folded, accents dropped ("José" in any Unicode form is
+    "jose", "İstanbul" is "istanbul")."""
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
 def _strings(content: Any) -> Iterator[str]:
-    """The text values of an entry's content (a JSON value), in order."""
+    """The text values of an entry's content (a JSON value), in order, within CHARS: a value
+    costs its length and at least 1, so no shape of content is read past the budget."""
+    budget = CHARS
     stack = [content]
-    while stack:
+    while stack and budget > 0:
         value = stack.pop()
         if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):
-            stack.extend(reversed(list(value.values())))
+            yield value[:budget]
+            budget -= max(len(value), 1)
+            continue
+        budget -= 1
+        if isinstance(value, dict):
+            stack.extend(reversed(list(islice(value.values(), budget))))
         elif isinstance(value, list):
-            stack.extend(reversed(value))
+            stack.extend(reversed(value[:budget]))
 
 
 def _capitalised(word: str) -> bool:
@@ -74,27 +99,24 @@ def _capitalised(word: str) -> bool:
 
 
 def names(content: Any) -> tuple[set[str], set[str]]:
-    """The names of an entry's content, case-folded: (every one, those inside a sentence). Inside
-    means after a lower-case letter, a comma, a colon or a semicolon: "uncle Hollis", not
-    "Someone at work" (a sentence's first word, or a value's, is capitalised whatever it is).
-    Months and weekdays are no names. Only the first CHARS characters are read."""
+    """The names of an entry's content, folded (`fold`): (every one, those inside a sentence).
+    Inside means right after a word in lower case ("uncle Hollis"; not "Garden Committee" in a
+    title) or after a comma, colon or semicolon, on the same line: not "Someone at work" (a
+    sentence's, a line's or a value's first word is capitalised whatever it is). Times and titles
+    (`NOT_NAMES`) are no names. Only the first CHARS characters are read."""
     found, inner = set(), set()
-    budget = CHARS
     for text in _strings(content):
-        text = text[:budget]
-        budget -= len(text)
+        previous, end = "", 0
         for match in _WORD.finditer(text):
-            word = match.group()
-            if not _capitalised(word) or (folded := word.casefold()) in CALENDAR:
+            word, gap = match.group(), text[end : match.start()]
+            after_lower = previous[:1].islower() and "\n" not in gap and gap.strip() in _JOINS
+            after_mark = previous and "\n" not in gap and gap.strip() in _JOINS[1:]
+            previous, end = word, match.end()
+            if not _capitalised(word) or (folded := fold(word)) in NOT_NAMES:
                 continue
             found.add(folded)
-            before = match.start() - 1
-            while before >= 0 and text[before].isspace():  # each gap is walked once: linear in the text
-                before -= 1
-            if before >= 0 and (text[before].islower() or text[before] in ",;:"):
+            if after_lower or after_mark:
                 inner.add(folded)
-        if budget <= 0:
-            break
     return found, inner
 
 
@@ -107,7 +129,7 @@ def lift(
     if len(order) < 2 or BRIDGE_GAIN <= 0:
         return relevance, {}
     lead = int(order[0])
-    asked = {w.casefold() for w in _WORD.findall(query)}
+    asked = {fold(w) for w in _WORD.findall(query)}
     offered = names(content(lead))[1] - asked
     if not offered:  # the usual case: no further record is read
         return relevance, {}
@@ -121,11 +143,16 @@ def lift(
     why: dict[int, dict[str, Any]] = {}
     for at in pool[1:]:
         shared = held[at] & rare
-        if shared:
-            before = float(relevance[at])
-            moved[at] = max(before, min(below_lead, before * (1.0 + BRIDGE_GAIN)))
-            after = round(float(moved[at]), 6)
-            why[at] = {"names": sorted(shared), "gain": BRIDGE_GAIN, "before": round(before, 6), "after": after}
+        before = float(relevance[at])
+        after = max(before, min(below_lead, before * (1.0 + BRIDGE_GAIN)))
+        if shared and after > before:  # nothing to show for a zero relevance or one at the leader's
+            moved[at] = after
+            why[at] = {
+                "names": sorted(shared),
+                "gain": BRIDGE_GAIN,
+                "before": round(before, 6),
+                "after": round(after, 6),
+            }
     return moved, why
 
 
