@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 
@@ -18,6 +19,24 @@ def flatten_text(value: Any, keys: bool = False) -> str:
     if value is None or isinstance(value, bool):
         return ""
     return str(value)
+
+
+def text_values(value: Any, budget: int) -> Iterator[str]:
+    """The strings and numbers of a JSON value, in order, as text, within `budget` characters: a
+    value costs its length plus 1 (a null or a container 1), so no shape of value is walked past
+    the budget. For what reads only the start of an entry's text."""
+    stack = [value]
+    while stack and budget > 0:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(reversed(list(islice(item.values(), budget))))
+        elif isinstance(item, list):
+            stack.extend(reversed(item[:budget]))
+        elif isinstance(item, str) or (isinstance(item, (int, float)) and not isinstance(item, bool)):
+            text = item if isinstance(item, str) else str(item)
+            yield text[:budget]
+            budget -= len(text)
+        budget -= 1
 
 
 def entry_text(doc: dict[str, Any]) -> str:

@@ -627,12 +627,12 @@ def read_entry(doc: dict[str, Any]) -> EntryTime:
 
 def _said(doc: dict[str, Any]) -> str:
     """The entry's text, without its time field (which is its own date, not one it mentions)."""
-    from .schemas import flatten_text
+    from .schemas import text_values
 
     content = doc.get("content")
     if isinstance(content, dict):
         content = {k: v for k, v in content.items() if k not in TIME_FIELDS}
-    return flatten_text(content)
+    return " ".join(text_values(content, SCANNED))  # only the start is read: see SCANNED
 
 
 def _inside(target: Mention, span: Span) -> float:

@@ -182,3 +182,11 @@ def test_min_score_cuts_on_the_relevance_shown_and_never_changes_the_relevance_o
     assert "news" in kept and total == len(kept) < len(FILLER)
     assert {rid: e["relevance"] for rid, e in kept.items()} == {rid: everything[rid]["relevance"] for rid in kept}
     assert "news" not in found(lift["after"] + 0.001)[0]
+
+
+def test_text_values_walk_no_shape_of_content_past_the_budget():
+    from a2e_mem.schemas import text_values
+
+    assert list(text_values({"a": "one", "b": [2, None, True, {"c": "three"}]}, 100)) == ["one", "2", "three"]
+    assert list(text_values({"cells": [None] * 100_000, "late": "never read"}, 50)) == []
+    assert "".join(text_values(["x" * 10, "y" * 10], 15)) == "x" * 10 + "y" * 3  # 1 for the list, 1 a string

@@ -42,12 +42,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator
-from itertools import islice
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..schemas import text_values
 from ..timeaware import MONTHS, WEEKDAYS
 
 POOL = 50  # candidates a query's best entry can lift (the best of the merged shard parts)
@@ -75,24 +75,6 @@ def fold(word: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
-def _strings(content: Any) -> Iterator[str]:
-    """The text values of an entry's content (a JSON value), in order, within CHARS: a value
-    costs its length and at least 1, so no shape of content is read past the budget."""
-    budget = CHARS
-    stack = [content]
-    while stack and budget > 0:
-        value = stack.pop()
-        if isinstance(value, str):
-            yield value[:budget]
-            budget -= max(len(value), 1)
-            continue
-        budget -= 1
-        if isinstance(value, dict):
-            stack.extend(reversed(list(islice(value.values(), budget))))
-        elif isinstance(value, list):
-            stack.extend(reversed(value[:budget]))
-
-
 def _capitalised(word: str) -> bool:
     """A name's shape: a capital, then some lower case ("Hollis", "McKay"; not "I", "TV")."""
     return len(word) > 1 and word[0].isupper() and not word.isupper()
@@ -105,7 +87,7 @@ def names(content: Any) -> tuple[set[str], set[str]]:
     sentence's, a line's or a value's first word is capitalised whatever it is). Times and titles
     (`NOT_NAMES`) are no names. Only the first CHARS characters are read."""
     found, inner = set(), set()
-    for text in _strings(content):
+    for text in text_values(content, CHARS):
         previous, end = "", 0
         for match in _WORD.finditer(text):
             word, gap = match.group(), text[end : match.start()]
