@@ -13,6 +13,7 @@ from a2e_mem.backends import base
 from a2e_mem.cli.main import app
 from a2e_mem.errors import NotFound, StoreMismatch
 from a2e_mem.service import MemoryService
+from tests.conftest import entry
 
 runner = CliRunner()
 
@@ -83,6 +84,19 @@ def test_stats_and_namespaces(home):
     assert MemoryService(home).namespaces() == []
     with pytest.raises(NotFound):
         svc.delete_namespace("proj")
+
+
+def test_stats_count_a_record_overwritten_in_a_newer_segment_once(home):
+    svc = MemoryService(home)
+    s = svc.scope("proj", "alice")
+    shard = svc.engine.shard("proj", "semantic", schema="entries")
+    svc.store(s, [entry(i, f"fact {i}", "semantic") for i in range(3)])
+    svc.backend.checkpoint_shard(shard, force=True, wait=True)  # incremental: one segment each
+    svc.store(s, [entry(0, "fact 0, again", "semantic")])  # a newer segment shadows the first version
+    svc.backend.checkpoint_shard(shard, force=True, wait=True)
+    assert [seg.n for seg in MemoryService(home).engine.shard("proj", "semantic", schema="entries").segs] == [3, 1]
+    (row,) = [r for r in MemoryService(home).stats("proj") if r["kind"] == "semantic"]
+    assert row["entries"] == row["indexed"] == 3 and row["expired"] == 0 and row["pending"] == 0
 
 
 def test_namespace_delete_asks_for_confirmation(home):

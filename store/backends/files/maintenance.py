@@ -80,14 +80,27 @@ def stats(engine: Engine, namespace: str | None = None) -> list[dict[str, Any]]:
     for name, descriptor, folder in _shards(engine, namespace):
         shard = engine.open_folder(folder)
         count, size = shard.usage(now)
-        expired = sum(int(np.count_nonzero(seg.expires <= now)) for seg in shard.segs)
+        indexed, expired = _sealed_counts(shard, now)
         expired += int(np.count_nonzero(shard.mem_alive(now) == 0)) - len(shard.mem.free)
         rows.append({
             "namespace": name, "kind": descriptor["kind"], "scope": "/".join(descriptor.get("scope", [])),
-            "entries": count, "bytes": size, "expired": expired,
-            "indexed": sum(seg.n for seg in shard.segs), "pending": len(shard.mem),
+            "entries": count, "bytes": size, "expired": expired, "indexed": indexed, "pending": len(shard.mem),
         })  # fmt: skip
     return rows
+
+
+def _sealed_counts(shard: Shard, now: float) -> tuple[int, int]:
+    """(live, expired) records of the shard's segments: a record a newer segment shadows or
+    deletes is neither (it was counted in both, so `indexed` could exceed `entries`)."""
+    live = expired = 0
+    for i in range(len(shard.segs)):
+        alive = shard.part_alive(i, now)  # visible and not expired
+        live += int(np.count_nonzero(alive))
+        visible = ~shard.dead[i]
+        if shard.tombs[i]:
+            visible[np.fromiter(shard.tombs[i], dtype=np.int64)] = False
+        expired += int(np.count_nonzero(visible & ~alive))
+    return live, expired
 
 
 def delete_namespace(engine: Engine, namespace: str) -> dict[str, Any]:
