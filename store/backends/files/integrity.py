@@ -192,11 +192,15 @@ def file_problem(folder: Path, name: str, entry: dict[str, Any], full: bool = Tr
         size = (folder / name).stat().st_size
     except FileNotFoundError:
         return "missing"
-    if size != entry.get("size"):
-        return f"{size} bytes where {entry.get('size')} were written"
-    if full and file_checksum(folder / name) != entry.get("xxh3"):
+    problem = size_problem(size, entry)
+    if problem is None and full and file_checksum(folder / name) != entry.get("xxh3"):
         return "checksum mismatch"
-    return None
+    return problem
+
+
+def size_problem(size: int, entry: dict[str, Any]) -> str | None:
+    """What is wrong with a checkpoint file of `size` bytes by its manifest entry's size, or None."""
+    return None if size == entry.get("size") else f"{size} bytes where {entry.get('size')} were written"
 
 
 # -- salvaging records -------------------------------------------------------------------------

@@ -41,7 +41,11 @@ from ...log import logger
 from ...schemas import Schema
 from ...timeaware import entry_time
 from . import index as ann
-from .integrity import CHECKSUMS, checksum, damaged, file_problem, read_manifest, record_checksum, write_manifest
+from .integrity import (
+    CHECKSUMS, checksum, damaged, file_checksum, file_problem, read_manifest, record_checksum, size_problem,
+    write_manifest,
+)  # fmt: skip
+from .stamps import Stamps
 from .storage import RecordFile, write_records
 
 DATA = "data.json"
@@ -178,7 +182,11 @@ class Segment:
         self.gen = int(parts[-1])  # the newest journal generation it covers
         self.lo = int(parts[1]) if len(parts) > 2 else 1  # the oldest
         self.manifest = read_manifest(folder)
+        self._stamps = Stamps(folder)
+        self._trusted: set[str] = set()  # files verified in full, here or by an earlier process
+        self._vectors_stat: tuple[os.stat_result, int] | None = None  # (stat, began) before it was hashed
         index_ok = self._verify()
+        self._stamps.save()
         self.meta = orjson.loads((folder / "meta.json").read_bytes())
         self.n = int(self.meta["count"])
         # Every file is opened (mapped or read) now: a checkpoint may delete this folder at any
@@ -196,8 +204,10 @@ class Segment:
         self._records = RecordFile(folder / DATA)
         dim = int(self.meta["dim"])
         self._vectors = self._array("vectors") if dim else np.zeros((self.n, 0), dtype=np.float16)
-        # the whole file, mapped now (a checkpoint may delete it) and hashed on first use
-        self._vectors_unchecked = _map(folder / VECTORS) if dim and self.manifest is not None else None
+        # the whole file, mapped now (a checkpoint may delete it) and hashed on first use, unless
+        # an earlier process verified it and it has not changed since
+        unchecked = dim and self.manifest is not None and VECTORS not in self._trusted
+        self._vectors_unchecked = _map(folder / VECTORS) if unchecked else None
         self.lexicon = SegmentLexicon(folder) if dim else None
         listed = self.manifest is not None and ann.FILE in self.manifest["files"]
         self._index_ok = bool(dim and self.n and index_ok and listed)
@@ -214,7 +224,7 @@ class Segment:
             return False
         index_ok = True
         for name, entry in self.manifest["files"].items():
-            problem = file_problem(self.folder, name, entry, full=name not in CHECKED_LATER)
+            problem = self._check(name, entry, full=name not in CHECKED_LATER)
             if problem is None:
                 continue
             if name == ann.FILE:
@@ -225,6 +235,31 @@ class Segment:
                 raise damaged(self.folder / name, problem)
         return index_ok
 
+    def _check(self, name: str, entry: dict[str, Any], full: bool) -> str | None:
+        """What is wrong with file `name` by its manifest `entry`, or None. A file an earlier
+        process verified, unchanged since (`stamps.py`), is not hashed again; otherwise only its
+        size is checked unless `full`."""
+        began = self._stamps.began()
+        try:
+            st = os.stat(self.folder / name)
+        except FileNotFoundError:
+            return "missing"
+        problem = size_problem(st.st_size, entry)
+        if problem is not None:
+            return problem
+        if self._stamps.holds(name, entry, st):
+            self._trusted.add(name)
+            return None
+        if name == VECTORS:
+            self._vectors_stat = st, began  # hashed on first use, through the map made at open
+        if not full:
+            return None
+        if file_checksum(self.folder / name) != entry.get("xxh3"):
+            return "checksum mismatch"
+        self._stamps.verified(name, entry, st, began)
+        self._trusted.add(name)
+        return None
+
     @cached_property
     def index(self) -> ann.Index | None:
         """The Annoy index, loaded on first use (most commands never search a checkpoint big
@@ -234,7 +269,8 @@ class Segment:
             return None
         assert self.manifest is not None
         try:
-            problem = file_problem(self.folder, ann.FILE, self.manifest["files"][ann.FILE])
+            problem = None if ann.FILE in self._trusted else self._check(ann.FILE, self.manifest["files"][ann.FILE], True)
+            self._stamps.save()
             if problem is None:
                 return ann.Index(self.folder, int(self.meta["dim"]))
         except FileNotFoundError:
@@ -250,9 +286,13 @@ class Segment:
         """The float16 vectors; the first use checks them against the manifest."""
         if self._vectors_unchecked is not None:
             assert self.manifest is not None
-            intact = checksum(self._vectors_unchecked) == self.manifest["files"][VECTORS]["xxh3"]
-            if not intact:
-                raise damaged(self.folder / VECTORS, "checksum mismatch")
+            entry = self.manifest["files"][VECTORS]
+            if VECTORS not in self._trusted:
+                if checksum(self._vectors_unchecked) != entry["xxh3"]:
+                    raise damaged(self.folder / VECTORS, "checksum mismatch")
+                if self._vectors_stat is not None:
+                    self._stamps.verified(VECTORS, entry, *self._vectors_stat)
+                    self._stamps.save()
             self._vectors_unchecked.close()
             self._vectors_unchecked = None
         return self._vectors
