@@ -42,9 +42,16 @@ from ...schemas import Schema
 from ...timeaware import entry_time
 from . import index as ann
 from .integrity import (
-    CHECKSUMS, checksum, damaged, file_checksum, file_problem, read_manifest, record_checksum, size_problem,
+    CHECKSUMS,
+    checksum,
+    damaged,
+    file_checksum,
+    file_problem,
+    read_manifest,
+    record_checksum,
+    size_problem,
     write_manifest,
-)  # fmt: skip
+)
 from .stamps import Stamps
 from .storage import RecordFile, write_records
 
@@ -269,7 +276,8 @@ class Segment:
             return None
         assert self.manifest is not None
         try:
-            problem = None if ann.FILE in self._trusted else self._check(ann.FILE, self.manifest["files"][ann.FILE], True)
+            entry = self.manifest["files"][ann.FILE]
+            problem = None if ann.FILE in self._trusted else self._check(ann.FILE, entry, full=True)
             self._stamps.save()
             if problem is None:
                 return ann.Index(self.folder, int(self.meta["dim"]))

@@ -62,9 +62,7 @@ class Stamps:
         """Whether file `name`, as `st` describes it now, was verified against `entry` (its
         manifest entry) by some process before."""
         stamp = self._known.get(f"{self.segment.name}/{name}")
-        return (
-            isinstance(stamp, dict) and stamp.get("stat") == _stat_key(st) and stamp.get("xxh3") == entry.get("xxh3")
-        )
+        return isinstance(stamp, dict) and stamp.get("stat") == _stat_key(st) and stamp.get("xxh3") == entry.get("xxh3")
 
     def began(self) -> int:
         """Call just before the `stat` that precedes hashing a file: the time `verified` needs."""
