@@ -376,15 +376,23 @@ class Segment:
         """The row holding record `rid`, if the checkpoint has it."""
         if not self.n:
             return None
-        hashes, order = self._hashes
+        _, order = self._hashes
         h = np.uint64(id_hash(rid))
-        lo = int(np.searchsorted(hashes, h, sorter=order, side="left"))
-        hi = int(np.searchsorted(hashes, h, sorter=order, side="right"))
+        lo = int(np.searchsorted(self._sorted_hashes, h, side="left"))
+        hi = int(np.searchsorted(self._sorted_hashes, h, side="right"))
         for pos in range(lo, hi):
             row = int(order[pos])
             if self.doc(row).get("id") == rid:
                 return row
         return None
+
+    @cached_property
+    def _sorted_hashes(self) -> np.ndarray:
+        """The id hashes in ascending order, made once (8 MB at a million rows): a search with
+        `sorter=` checks the whole sorter on every call (0.6 ms at a million rows, twice per
+        `find`, and a process replaying a journal finds every id it holds)."""
+        hashes, order = self._hashes
+        return hashes[order]
 
     @property
     def hashes(self) -> np.ndarray:
