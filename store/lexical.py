@@ -299,40 +299,54 @@ class Vocabulary:
     orjson writes it) instead of a dict of every term. A segment holds about one term per record
     when each record's key is a word of its own (1M terms, 16.7 MB of JSON at a million
     records): parsing it took 370 ms of every process's first query and the dict 120 MB of a
-    server's memory. Here one vectorised pass finds where each term is (terms are words: the
-    only quotes in the file are the ones around them) and hashes its first and last 8 bytes and
-    length; a lookup compares the hash, then the term's bytes, and reads the id that follows.
-    After `SORT_AFTER` lookups (a server) the hashes are sorted for binary search."""
+    server's memory. Terms are words, so the only quotes in the file are those around them and
+    `"term":` can only match a term. The first `FIND_FIRST` lookups (a one-shot command's query)
+    search the bytes for that (a few ms for a rare term, the whole file for an absent one); after
+    that (a server) one vectorised pass finds every term and hashes its first and last 8 bytes
+    and length, and a lookup compares the hash, then the term's bytes; the hashes are sorted for
+    binary search once `SORT_AFTER` lookups have been made."""
 
+    FIND_FIRST = 12
     SORT_AFTER = 64
 
-    def __init__(self, raw: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+    def __init__(self, raw: bytes, n_terms: int) -> None:
         self._raw = raw
-        self._starts, self._ends = starts, ends
-        self._keys = _key_hashes(np.frombuffer(raw, dtype=np.uint8), starts, ends)
-        self._order: np.ndarray | None = None
+        self._n_terms = n_terms
         self._lookups = 0
+        self._keys: np.ndarray | None = None  # the hash of every term, made on the first lookup past FIND_FIRST
+        self._starts = self._ends = np.zeros(0, dtype=np.int32)  # where each term is
+        self._order: np.ndarray | None = None
 
     @classmethod
     def over(cls, raw: bytes, n_terms: int) -> Vocabulary | dict[str, int]:
         """The vocabulary of `raw`, which holds `n_terms` terms; a plain dict if the file is not
         laid out as expected (a quote or backslash in a term, another writer)."""
-        quotes = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == ord('"'))
-        if len(quotes) != 2 * n_terms or b"\\" in raw or not raw.startswith(b"{") or len(raw) >= 1 << 31:
+        if raw.count(b'"') != 2 * n_terms or b"\\" in raw or not raw.startswith(b"{") or len(raw) >= 1 << 31:
             return orjson.loads(raw)
-        return cls(raw, (quotes[0::2] + 1).astype(np.int32), quotes[1::2].astype(np.int32))
+        return cls(raw, n_terms)
 
     def get(self, term: str) -> int | None:
         word = term.encode("utf-8", "surrogatepass")
+        self._lookups += 1
+        if self._lookups <= self.FIND_FIRST:
+            at = self._raw.find(b'"' + word + b'":')
+            return None if at < 0 else self._id_after(at + len(word) + 1)
         for i in self._candidates(_term_hash(word)):
             start, end = int(self._starts[i]), int(self._ends[i])
             if self._raw[start:end] == word:
-                stop = int(self._starts[i + 1]) - 2 if i + 1 < len(self._starts) else self._raw.rindex(b"}")
-                return int(self._raw[end + 2 : stop])  # "term":<id>, or "term":<id>}
+                return self._id_after(end)
         return None
 
+    def _id_after(self, quote: int) -> int:
+        """The id after the term whose closing quote is at `quote`: `"term":<id>,` or `...}`."""
+        stop = self._raw.find(b",", quote)
+        return int(self._raw[quote + 2 : stop if stop >= 0 else self._raw.rindex(b"}")])
+
     def _candidates(self, key: int) -> np.ndarray:
-        self._lookups += 1
+        if self._keys is None:
+            quotes = np.flatnonzero(np.frombuffer(self._raw, dtype=np.uint8) == ord('"'))
+            self._starts, self._ends = (quotes[0::2] + 1).astype(np.int32), quotes[1::2].astype(np.int32)
+            self._keys = _key_hashes(np.frombuffer(self._raw, dtype=np.uint8), self._starts, self._ends)
         if self._order is None and self._lookups > self.SORT_AFTER:
             self._order = np.argsort(self._keys, kind="stable")
             self._keys = self._keys[self._order]

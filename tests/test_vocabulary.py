@@ -16,9 +16,13 @@ from a2e_mem.lexical import Vocabulary, terms, write_segment_lexicon
 WORD = st.text(st.characters(categories=["Ll", "Lo", "Nd"]), min_size=1, max_size=24)
 
 
-def lookups(raw: bytes, n_terms: int, asked: list[str]) -> list[int | None]:
+MODES = {"search the bytes": (10**9, 10**9), "hashes": (0, 10**9), "sorted hashes": (0, 0)}
+
+
+def lookups(raw: bytes, n_terms: int, asked: list[str], mode: str) -> list[int | None]:
     vocab = Vocabulary.over(raw, n_terms)
     assert isinstance(vocab, Vocabulary)
+    vocab.FIND_FIRST, vocab.SORT_AFTER = MODES[mode]  # type: ignore[misc]
     return [vocab.get(term) for term in asked]
 
 
@@ -28,7 +32,8 @@ def test_every_term_and_no_other_is_found_with_its_id(words, others):
     ids = dict(zip(words, random.Random(len(words)).sample(range(10**6), len(words)), strict=True))
     raw = orjson.dumps(ids)
     asked = words + others + [f"abcdefgh{w}ijklmnop" for w in words[:5]]
-    assert lookups(raw, len(ids), asked) == [ids.get(term) for term in asked]
+    for mode in MODES:
+        assert lookups(raw, len(ids), asked, mode) == [ids.get(term) for term in asked], mode
 
 
 def test_the_sorted_lookups_of_a_server_find_the_same_ids():
