@@ -10,10 +10,12 @@ what was written:
 - A checkpoint folder carries `manifest.json`, written last: every file's size and xxh3-64. A
   reader checks every size and the small files' checksums when it opens the checkpoint, and the
   big files' when it first uses them (see `segment.py`): `data.json` record by record against
-  the `checksums.npy` column, the vectors on first read, the Annoy index before it is loaded.
+  the `checksums.npy` column, the vectors on first read, the Annoy index before it is loaded. A
+  file an earlier process verified in full and that has not changed since (same size, times,
+  inode: `stamps.py`) is not hashed again.
 
 xxh3 (the `xxhash` package) rather than `zlib.crc32`: it is ten times faster on large files,
-which matters because the Annoy index must be verified before every load (random bytes in it
+which matters because the Annoy index must be verified before it is loaded (random bytes in it
 crash the process inside Annoy) and the CLI opens checkpoints on every call.
 
 When a file is damaged, `salvage_records` recovers every intact record of a checkpoint file by

@@ -12,7 +12,8 @@ place, so a reader sees a whole segment or none.
 `manifest.json`, written last, lists every file with its size and checksum, and keeps a copy of
 the shard's descriptor and of the embedder (from which `mem doctor --repair` restores
 `shard.json` and `store.json`). Opening a checkpoint checks every file against it except
-`data.json`, whose records are checked one by one as they are read (`checksums.npy`). A damaged
+`data.json`, whose records are checked one by one as they are read (`checksums.npy`), and hashes
+none that an earlier process verified and that has not changed since (`stamps.py`). A damaged
 Annoy index is never loaded (random bytes in it crash Annoy): search falls back to exact
 scoring and a warning says so. When another derived file (a column, the postings, the tags) is
 damaged but the records and vectors are intact, `open_segment` rebuilds the derived files in a
