@@ -16,13 +16,13 @@ from a2e_mem.lexical import Vocabulary, terms, write_segment_lexicon
 WORD = st.text(st.characters(categories=["Ll", "Lo", "Nd"]), min_size=1, max_size=24)
 
 
-MODES = {"search the bytes": (10**9, 10**9), "hashes": (0, 10**9), "sorted hashes": (0, 0)}
+MODES = {"search the bytes": 10**9, "hashes": 0}
 
 
 def lookups(raw: bytes, n_terms: int, asked: list[str], mode: str) -> list[int | None]:
     vocab = Vocabulary.over(raw, n_terms)
     assert isinstance(vocab, Vocabulary)
-    vocab.FIND_FIRST, vocab.SORT_AFTER = MODES[mode]  # type: ignore[misc]
+    vocab.FIND_FIRST = MODES[mode]
     return [vocab.get(term) for term in asked]
 
 
@@ -36,13 +36,13 @@ def test_every_term_and_no_other_is_found_with_its_id(words, others):
         assert lookups(raw, len(ids), asked, mode) == [ids.get(term) for term in asked], mode
 
 
-def test_the_sorted_lookups_of_a_server_find_the_same_ids():
+def test_the_hashed_lookups_of_a_server_find_the_same_ids():
     words = [f"abcdefgh{i}ijklmnop" for i in range(500)] + [f"e{i}" for i in range(500)]  # same ends, long
     ids = {w: i for i, w in enumerate(words)}
     vocab = Vocabulary.over(orjson.dumps(ids), len(ids))
     assert isinstance(vocab, Vocabulary)
     found = [vocab.get(w) for w in [*words, "e1000", "abcdefgh9ijklmnoq", "zz"]]
-    assert vocab._order is not None  # past SORT_AFTER lookups: binary search
+    assert vocab._keys is not None  # past FIND_FIRST lookups: hashed
     assert found == [*range(1000), None, None, None]
 
 
