@@ -308,7 +308,7 @@ class Vocabulary:
 
     FIND_FIRST = 12
 
-    def __init__(self, raw: bytes, n_terms: int) -> None:
+    def __init__(self, raw: bytes) -> None:
         self._raw = raw
         self._lookups = 0
         self._keys: np.ndarray | None = None  # the sorted hash of every term, made past FIND_FIRST lookups
@@ -321,7 +321,7 @@ class Vocabulary:
         laid out as expected (a quote or backslash in a term, another writer)."""
         if raw.count(b'"') != 2 * n_terms or b"\\" in raw or not raw.startswith(b"{") or len(raw) >= 1 << 31:
             return orjson.loads(raw)
-        return cls(raw, n_terms)
+        return cls(raw)
 
     def get(self, term: str) -> int | None:
         word = term.encode("utf-8", "surrogatepass")
