@@ -307,10 +307,12 @@ class Vocabulary:
     kept), and a lookup is a binary search for the hash, then a comparison of the term's bytes."""
 
     FIND_FIRST = 12
+    REMEMBER = 50_000  # terms whose id (or absence) is kept
 
     def __init__(self, raw: bytes) -> None:
         self._raw = raw
         self._lookups = 0
+        self._seen: dict[str, int | None] = {}
         self._keys: np.ndarray | None = None  # the sorted hash of every term, made past FIND_FIRST lookups
         self._starts = self._ends = np.zeros(0, dtype=np.int32)  # where each term is
         self._order: np.ndarray = np.zeros(0, dtype=np.int32)  # the term of each sorted hash
@@ -324,6 +326,14 @@ class Vocabulary:
         return cls(raw)
 
     def get(self, term: str) -> int | None:
+        if term in self._seen:  # a query looks each term up several times, a server the common ones often
+            return self._seen[term]
+        if len(self._seen) >= self.REMEMBER:
+            self._seen.clear()
+        self._seen[term] = found = self._lookup(term)
+        return found
+
+    def _lookup(self, term: str) -> int | None:
         word = term.encode("utf-8", "surrogatepass")
         self._lookups += 1
         if self._lookups <= self.FIND_FIRST:
