@@ -172,6 +172,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200, help="requests per stdio figure")
     parser.add_argument("--runs", type=int, default=10, help="whole-process runs per CLI figure")
     parser.add_argument("--keep", type=Path, help="build stores here and keep them")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: measure the stores kept there, unbuilt")
     args = parser.parse_args()
     # room for the largest size and the entries the figures add (a namespace holds 1,000,000
     # entries and 1 GiB by default: the 1M run hit that limit); a limit the caller set stands
@@ -183,8 +184,11 @@ def main() -> None:
         rows.append((name, 0, value))
     for n in args.sizes:
         home = base / f"store-{n}"
-        shutil.rmtree(home, ignore_errors=True)
-        figures = bulk_load(home, n)
+        if args.reuse and home.exists():
+            figures = {}
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+            figures = bulk_load(home, n)
         figures |= stdio_figures(home, n, args.rounds)
         figures |= cli_figures(home, args.runs)
         figures |= recall_figure(home)

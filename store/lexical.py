@@ -255,8 +255,9 @@ class SegmentLexicon:
         self.total_len = float(doclen.sum()) if len(doclen) else 0.0
 
     @cached_property
-    def vocab(self) -> dict[str, int]:
-        return orjson.loads(self._vocab_raw)
+    def vocab(self) -> Vocabulary | dict[str, int]:
+        """term -> id (`.get`), from `lex_vocab.json` (see `Vocabulary`)."""
+        return Vocabulary.over(self._vocab_raw, len(self.ptr) - 1)
 
     def term_rows(self, term: str) -> np.ndarray:
         tid = self.vocab.get(term)
@@ -287,6 +288,112 @@ class SegmentLexicon:
             touched.append(rows)
         # the rows where a term occurs, with repeats (deduplicating 100k rows costs more than scoring)
         return out, np.concatenate(touched) if touched else np.zeros(0, dtype=np.int64)
+
+
+_MASK = (1 << 64) - 1
+_MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F)
+
+
+class Vocabulary:
+    """A segment's term ids, looked up in the bytes of its `lex_vocab.json` (`{"term":id,...}` as
+    orjson writes it) instead of a dict of every term. A segment holds about one term per record
+    when each record's key is a word of its own (1M terms, 16.7 MB of JSON at a million
+    records): parsing it took 370 ms of every process's first query and the dict 120 MB of a
+    server's memory. Terms are words, so the only quotes in the file are those around them and
+    `"term":` can only match a term. The first `FIND_FIRST` lookups (a one-shot command's query)
+    search the bytes for that (a few ms for a rare term, the whole file for an absent one); after
+    that (a server) one vectorised pass finds every term and hashes its first and last 8 bytes
+    and length, the hashes are sorted (150-200 ms once at a million terms; with the bytes, 40 MB
+    kept), and a lookup is a binary search for the hash, then a comparison of the term's bytes."""
+
+    FIND_FIRST = 12
+    REMEMBER = 50_000  # terms whose id (or absence) is kept
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw
+        self._lookups = 0
+        self._seen: dict[str, int | None] = {}
+        self._keys: np.ndarray | None = None  # the sorted hash of every term, made past FIND_FIRST lookups
+        self._starts = self._ends = np.zeros(0, dtype=np.int32)  # where each term is
+        self._low = np.uint64(0)  # the low bits of a key that hold its term's index
+
+    @classmethod
+    def over(cls, raw: bytes, n_terms: int) -> Vocabulary | dict[str, int]:
+        """The vocabulary of `raw`, which holds `n_terms` terms; a plain dict if the file is not
+        laid out as expected (a quote or backslash in a term, another writer)."""
+        if raw.count(b'"') != 2 * n_terms or b"\\" in raw or not raw.startswith(b"{") or len(raw) >= 1 << 31:
+            return orjson.loads(raw)
+        return cls(raw)
+
+    def get(self, term: str) -> int | None:
+        if term in self._seen:  # a query looks each term up several times, a server the common ones often
+            return self._seen[term]
+        if len(self._seen) >= self.REMEMBER:
+            self._seen.clear()
+        self._seen[term] = found = self._lookup(term)
+        return found
+
+    def _lookup(self, term: str) -> int | None:
+        word = term.encode("utf-8", "surrogatepass")
+        self._lookups += 1
+        if self._lookups <= self.FIND_FIRST:
+            at = self._raw.find(b'"' + word + b'":')
+            return None if at < 0 else self._id_after(at + len(word) + 1)
+        for i in self._candidates(_term_hash(word)):
+            start, end = int(self._starts[i]), int(self._ends[i])
+            if self._raw[start:end] == word:
+                return self._id_after(end)
+        return None
+
+    def _id_after(self, quote: int) -> int:
+        """The id after the term whose closing quote is at `quote`: `"term":<id>,` or `...}`."""
+        stop = self._raw.find(b",", quote)
+        return int(self._raw[quote + 2 : stop if stop >= 0 else self._raw.rindex(b"}")])
+
+    def _candidates(self, key: int) -> np.ndarray:
+        """Indexes of the terms whose hash is `key`'s (its high bits: the low ones hold the index)."""
+        if self._keys is None:
+            data = np.frombuffer(self._raw, dtype=np.uint8)
+            quotes = np.flatnonzero(data == ord('"'))
+            self._starts, self._ends = (quotes[0::2] + 1).astype(np.int32), quotes[1::2].astype(np.int32)
+            self._low = np.uint64((1 << max(len(self._starts) - 1, 1).bit_length()) - 1)
+            # one sort of hash and index together is twice as fast as argsort, then a gather
+            keys = (_key_hashes(data, self._starts, self._ends) & ~self._low) | np.arange(
+                len(self._starts), dtype=np.uint64
+            )
+            keys.sort()
+            self._keys = keys
+        high = np.uint64(key) & ~self._low
+        lo = np.searchsorted(self._keys, high, side="left")
+        hi = np.searchsorted(self._keys, high | self._low, side="right")
+        return (self._keys[lo:hi] & self._low).astype(np.int64)
+
+
+def _term_hash(word: bytes) -> int:
+    """`_key_hashes` of one term: its first 8 bytes, its last 8 bytes (as the high bytes of a
+    little-endian word) and its length."""
+    head = int.from_bytes(word[:8], "little")
+    tail = (int.from_bytes(word[-8:], "little") << (8 * (8 - min(len(word), 8)))) & _MASK
+    return ((head * _MIX[0]) & _MASK) ^ ((tail * _MIX[1]) & _MASK) ^ len(word)
+
+
+def _key_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """`_term_hash` of each term `data[start:end]`, reading both ends of every term at once
+    through a window of 8 bytes over the data; the few terms whose window would leave the data
+    (the first and last ones) are hashed one by one."""
+    n = len(starts)
+    if len(data) < 16:
+        return np.array([_term_hash(bytes(data[s:e])) for s, e in zip(starts, ends, strict=True)], dtype=np.uint64)
+    windows = np.lib.stride_tricks.sliding_window_view(data, 8)
+    lengths = np.minimum(ends - starts, 8).astype(np.int64)
+    ones = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)  # the low k bytes
+    head = windows[np.minimum(starts, len(data) - 8)].view("<u8").ravel() & ones[lengths]
+    tail = windows[np.maximum(ends - 8, 0)].view("<u8").ravel() & ~ones[8 - lengths]
+    with np.errstate(over="ignore"):
+        keys = (head * np.uint64(_MIX[0])) ^ (tail * np.uint64(_MIX[1])) ^ (ends - starts).astype(np.uint64)
+    for i in np.flatnonzero((starts > len(data) - 8) | (ends < 8))[:n]:
+        keys[i] = _term_hash(bytes(data[starts[i] : ends[i]]))
+    return keys
 
 
 def _counts_from_parts(part: np.ndarray, rows: np.ndarray, doclen: np.ndarray) -> np.ndarray:

@@ -558,3 +558,23 @@ def test_records_are_listed_in_order_of_writing_when_a_freed_slot_is_reused():
         table.put(rid, {"id": rid}, 1, None)
     table.put("a", {"id": "a", "v": 2}, 1, None)
     assert [doc["id"] for _, doc in table.items()] == ["b", "a"]
+
+
+def test_find_gives_the_same_rows_before_and_after_it_sorts_the_id_hashes(home):
+    """A few finds search the hash column through its sort order; past FIND_WITH_SORTER, a
+    sorted copy made once (issue 13)."""
+    from a2e_mem.backends.files.segment import FIND_WITH_SORTER
+
+    svc = service(home)
+    scope = svc.scope("proj", "alice")
+    svc.store(scope, [{"key": {"k": i}, "content": f"note {i}", "tier": "semantic"} for i in range(40)])
+    svc.checkpoint(force=True)
+    seg = service(home).engine.shard("proj", "semantic", schema="entries").seg
+    ids = [seg.doc(row)["id"] for row in range(seg.n)]
+    asked = [*ids[: FIND_WITH_SORTER // 2], "absent", *ids[FIND_WITH_SORTER // 2 :], "also absent"]
+    found = []
+    for rid in asked:
+        found.append(seg.find(rid))
+        assert ("_sorted_hashes" in seg.__dict__) == (len(found) > FIND_WITH_SORTER)
+    expected = [*range(FIND_WITH_SORTER // 2), None, *range(FIND_WITH_SORTER // 2, seg.n), None]
+    assert found == expected

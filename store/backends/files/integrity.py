@@ -10,10 +10,12 @@ what was written:
 - A checkpoint folder carries `manifest.json`, written last: every file's size and xxh3-64. A
   reader checks every size and the small files' checksums when it opens the checkpoint, and the
   big files' when it first uses them (see `segment.py`): `data.json` record by record against
-  the `checksums.npy` column, the vectors on first read, the Annoy index before it is loaded.
+  the `checksums.npy` column, the vectors on first read, the Annoy index before it is loaded. A
+  file an earlier process verified in full and that has not changed since (same size, times,
+  inode: `stamps.py`) is not hashed again.
 
 xxh3 (the `xxhash` package) rather than `zlib.crc32`: it is ten times faster on large files,
-which matters because the Annoy index must be verified before every load (random bytes in it
+which matters because the Annoy index must be verified before it is loaded (random bytes in it
 crash the process inside Annoy) and the CLI opens checkpoints on every call.
 
 When a file is damaged, `salvage_records` recovers every intact record of a checkpoint file by
@@ -192,11 +194,15 @@ def file_problem(folder: Path, name: str, entry: dict[str, Any], full: bool = Tr
         size = (folder / name).stat().st_size
     except FileNotFoundError:
         return "missing"
-    if size != entry.get("size"):
-        return f"{size} bytes where {entry.get('size')} were written"
-    if full and file_checksum(folder / name) != entry.get("xxh3"):
+    problem = size_problem(size, entry)
+    if problem is None and full and file_checksum(folder / name) != entry.get("xxh3"):
         return "checksum mismatch"
-    return None
+    return problem
+
+
+def size_problem(size: int, entry: dict[str, Any]) -> str | None:
+    """What is wrong with a checkpoint file of `size` bytes by its manifest entry's size, or None."""
+    return None if size == entry.get("size") else f"{size} bytes where {entry.get('size')} were written"
 
 
 # -- salvaging records -------------------------------------------------------------------------
