@@ -238,11 +238,9 @@ def test_damage_is_detected_named_and_salvaged(home, what):
 
 def test_a_damaged_index_is_never_loaded_and_search_falls_back_to_exact(home, monkeypatch):
     from a2e_mem.backends.files import search
-    from a2e_mem.ops import bridge
 
     monkeypatch.setattr(search, "EXACT_MAX", 0)  # search these 30 checkpointed rows through the index
     monkeypatch.setattr(search, "MIN_FETCH", 1)
-    monkeypatch.setattr(bridge, "POOL", 0)  # the depth asked is then the limit's: under these 30 rows
     shard = build(home)
     svc = MemoryService(home)
     hits = svc.retrieve(svc.scope("proj", "alice"), query="fact 3 about topic3", limit=3, explain=True)["entries"]

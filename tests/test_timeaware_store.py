@@ -157,7 +157,6 @@ def test_a_query_without_time_has_no_time_explanation(service, june):
 def test_the_time_filter_holds_on_the_index_path_too(service, backend, monkeypatch):
     from a2e_mem.backends.files import search as files_search
     from a2e_mem.backends.postgres import search as pg_search
-    from a2e_mem.ops import bridge
 
     s = service.scope("ns", "agent")
     words = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
@@ -172,7 +171,6 @@ def test_the_time_filter_holds_on_the_index_path_too(service, backend, monkeypat
         db.checkpoint(force=True)
     for module in (files_search, pg_search):
         monkeypatch.setattr(module, "EXACT_MAX", 10)
-    monkeypatch.setattr(bridge, "POOL", 0)  # the depth asked is then the limit's: under these 40 rows
     found = service.retrieve(s, query="alpha beta", since="2023-03-01", until="2023-04-30", limit=5, explain=True)
     assert found["total"] == 40 and len(found["entries"]) == 5
     assert {e["explain"]["path"] for e in found["entries"]} == {"index"}

@@ -434,7 +434,7 @@ class A2E:
                 filters,
                 qvec,
                 timeaware.undated(query, asked),
-                k=_depth(limit, asked, bool(query)),
+                k=_depth(limit, asked),
                 exhaustive=min_score > 0,
             )
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
@@ -469,9 +469,7 @@ class A2E:
         parts = [
             p
             for shard in shards
-            for p in shard.search(
-                now, filters, qvec, query, k=_depth(limit, queried=bool(query)), exhaustive=min_score > 0
-            )
+            for p in shard.search(now, filters, qvec, query, k=_depth(limit), exhaustive=min_score > 0)
         ]
         return _rank(parts, limit, min_score, query=query)["entries"]
 
@@ -504,10 +502,12 @@ class A2E:
         return len(doomed)
 
 
-def _depth(limit: int, asked: timeaware.QueryTime | None = None, queried: bool = False) -> int:
-    """How many candidates a query asks of each shard: the pool `_rank` diversifies, the pool
-    the time signals re-rank when the query asks about time, and the one its leader bridges."""
-    return max(diversify.pool_size(limit), timeaware.POOL if asked else 0, bridge.POOL if queried else 0)
+def _depth(limit: int, asked: timeaware.QueryTime | None = None) -> int:
+    """How many candidates a query asks of each shard: the pool `_rank` diversifies, and the
+    pool the time signals re-rank when the query asks about time. The bridge's pool is not asked
+    for: a shard gives every row it scored (all of them up to `EXACT_MAX` rows, else the index's
+    and the postings' over-fetch, at least 32 of each), and `_rank` keeps the best of them."""
+    return max(diversify.pool_size(limit), timeaware.POOL if asked else 0)
 
 
 def _rank(
@@ -528,7 +528,12 @@ def _rank(
     larger than `limit` so that a demoted copy can be replaced."""
     total = 0
     queried = any(p.order is None and p.vectors is not None for p in parts)
-    pool_size = _depth(limit, asked, bool(query)) if queried else max(limit, timeaware.POOL if asked else 0)
+    # the pools of diversity and time, and the bridge's: from every row the shards scored
+    pool_size = (
+        max(_depth(limit, asked), bridge.POOL if query else 0)
+        if queried
+        else max(limit, timeaware.POOL if asked else 0)
+    )
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
         total += int(np.count_nonzero(part.relevance >= min_score - 1e-9)) if min_score > 0 else part.total
