@@ -144,3 +144,17 @@ def test_damaged_or_stale_stamps_only_cost_a_verification(home, later, monkeypat
     keys = set(recorded(seg_folder))
     assert keys and not any(key.startswith(f"{seg_folder.name}/") for key in keys)  # the gone one's dropped
     assert orjson.loads(path.read_bytes())["stamps"]  # still plain JSON for people
+
+
+def test_a_checkpoint_removes_what_a_killed_stamp_write_left_and_nothing_younger(home):
+    seg = build(home)
+    shard = seg.parent
+    old, young = shard / f".{stamps.FILE}.111.222.tmp", shard / f".{stamps.FILE}.333.444.tmp"
+    for tmp in (old, young):
+        tmp.write_bytes(b"half a write")
+    an_hour_ago = time.time() - 3600
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    svc = MemoryService(home)
+    svc.store(svc.scope("proj", "alice"), [{"key": {"k": 99}, "content": "one more", "tier": "semantic"}])
+    svc.checkpoint(force=True)  # its builder removes the leftovers of dead builds
+    assert not old.exists() and young.exists()

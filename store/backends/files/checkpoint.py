@@ -67,6 +67,7 @@ import orjson
 from ... import clock
 from ...config import env_number
 from ...paths import fsync_dir, write_atomic
+from . import stamps
 from .journal import Journal
 from .locking import FileLock
 from .segment import id_hash, write_segment
@@ -399,10 +400,12 @@ def remove_replaced(folder: Path) -> None:
 
 
 def _remove_leftovers(folder: Path) -> None:
-    """Temporary folders of builds that died or failed, and segments a merge that died left
-    behind its output: the caller holds the builder lock, so no build is under way."""
+    """Temporary folders of builds that died or failed, segments a merge that died left behind
+    its output (the caller holds the builder lock, so no build is under way), and the temporary
+    files of stamp writes a killed process left (`stamps.remove_leftovers`)."""
     for tmp in folder.glob("tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
+    stamps.remove_leftovers(folder)
     ranges, _ = scan(folder)
     for lo, hi in superseded(ranges):
         shutil.rmtree(folder / seg_name(lo, hi), ignore_errors=True)

@@ -83,6 +83,18 @@ class Stamps:
 
 
 _write_lock = threading.Lock()
+LEFTOVER_AGE = 60.0  # seconds after which a temporary file of a write is one a killed process left
+
+
+def remove_leftovers(shard: Path) -> None:
+    """Delete the temporary files of stamp writes whose process was killed before its rename
+    (called by a checkpoint's builder). A younger one may be a write under way: left to it (if
+    one is removed anyway, that write fails its rename and the stamps are made next time)."""
+    cutoff = time.time() - LEFTOVER_AGE
+    for tmp in shard.glob(f".{FILE}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
 
 
 def _read(shard: Path) -> dict[str, Any]:
