@@ -430,12 +430,7 @@ class A2E:
         parts: list[Candidates] = []
         for shard in shards:
             parts += shard.search(
-                now,
-                filters,
-                qvec,
-                timeaware.undated(query, asked),
-                k=_depth(limit, asked),
-                exhaustive=min_score > 0,
+                now, filters, qvec, timeaware.undated(query, asked), k=_depth(limit, asked), exhaustive=min_score > 0
             )
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         if since or until:

@@ -6,7 +6,7 @@ a date" (which shares no word with the question, only the name the first one giv
 candidates are ranked (fusion, then the time signal), the names the best one holds that the query
 does not, and that are rare among the candidates, lift the other candidates holding them:
 
-    relevance = min(1, relevance * (1 + BRIDGE_GAIN))
+    relevance = min(relevance * (1 + BRIDGE_GAIN), the best entry's relevance - 1e-6)
 
 A name is a word of the entry's content (its text values; not its key or tags) that starts with
 a capital and goes on in lower case ("Hollis", "Pretzel", "Leeds"; not "I" or "TV"), other than
