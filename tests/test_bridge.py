@@ -190,3 +190,13 @@ def test_text_values_walk_no_shape_of_content_past_the_budget():
     assert list(text_values({"a": "one", "b": [2, None, True, {"c": "three"}]}, 100)) == ["one", "2", "three"]
     assert list(text_values({"cells": [None] * 100_000, "late": "never read"}, 50)) == []
     assert "".join(text_values(["x" * 10, "y" * 10], 15)) == "x" * 10 + "y" * 3  # 1 for the list, 1 a string
+
+
+def test_a_min_score_equal_to_a_shown_relevance_keeps_that_entry(meaning):
+    service = meaning
+    s = uncle_story(service)
+    shown = {e["key"]["id"]: e["relevance"] for e in service.retrieve(s, query=QUESTION, limit=50)["entries"]}
+    for rid in ("intro", "news"):  # the news is shown lifted: its unrounded relevance may be above or below
+        kept = service.retrieve(s, query=QUESTION, limit=50, min_score=shown[rid])["entries"]
+        assert rid in {e["key"]["id"] for e in kept}
+        assert all(e["relevance"] >= shown[rid] for e in kept)

@@ -99,6 +99,15 @@ def test_stats_count_a_record_overwritten_in_a_newer_segment_once(home):
     assert row["entries"] == row["indexed"] == 3 and row["expired"] == 0 and row["pending"] == 0
 
 
+def test_stats_do_not_count_an_expired_journalled_record_as_pending(home):
+    svc = MemoryService(home)
+    s = svc.scope("proj", "alice")
+    svc.store(s, [entry(1, "brief", "semantic", ttl=5), entry(2, "lasting", "semantic")])
+    clock.set_offset(10)
+    (row,) = [r for r in svc.stats("proj") if r["kind"] == "semantic"]
+    assert (row["entries"], row["expired"], row["indexed"], row["pending"]) == (1, 1, 0, 1)
+
+
 def test_namespace_delete_asks_for_confirmation(home):
     fill(MemoryService(home))
     refused = runner.invoke(app, ["namespaces", "delete", "proj"])

@@ -531,10 +531,10 @@ def _rank(
     )
     pool: list[tuple[Candidates, np.ndarray]] = []
     for part in parts:
-        total += int(np.count_nonzero(part.relevance >= min_score - 1e-9)) if min_score > 0 else part.total
+        total += int(np.count_nonzero(_passes(part.relevance, min_score))) if min_score > 0 else part.total
         pool.append((part, _leaders(part.rank, np.arange(len(part.rank)), pool_size)))
     relevance = np.concatenate([p.relevance[i] for p, i in pool]) if pool else np.zeros(0)
-    passed_before = int(np.count_nonzero(relevance >= min_score - 1e-9))
+    passed_before = int(np.count_nonzero(_passes(relevance, min_score)))
     rank = np.concatenate([p.rank[i] for p, i in pool]) if pool else np.zeros(0)
     updated = np.concatenate([p.updated[i] for p, i in pool]) if pool else np.zeros(0)
     refs = [(p, int(i)) for p, rows in pool for i in rows]
@@ -546,7 +546,7 @@ def _rank(
     if query and queried and all(p.order is None for p, _ in pool):  # after the time signal: the leader bridges
         relevance, bridged = _bridge(query, relevance, updated, refs)
         rank = relevance
-    eligible = relevance >= min_score - 1e-9  # the relevance shown, after the gains
+    eligible = _passes(relevance, min_score)  # the relevance shown, after the gains
     if min_score > 0:  # a gain can lift a pooled entry over the floor: `total` counts what passes now
         total += int(np.count_nonzero(eligible)) - passed_before
     ordered = np.lexsort((-updated, -rank))
@@ -573,6 +573,12 @@ def _rank(
                 entry["explain"]["bridge"] = {**bridged[int(at)], "rule": bridge.rule()}
         entries.append(entry)
     return {"entries": entries, "total": total}
+
+
+def _passes(relevance: np.ndarray, min_score: float) -> np.ndarray:
+    """Which relevances reach `min_score` as shown (rounded to 6 decimals): a `min_score` equal
+    to an entry's shown relevance keeps it (what rounds up to it lies within half the last digit)."""
+    return relevance >= min_score - 5e-7
 
 
 def _bridge(

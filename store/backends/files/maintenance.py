@@ -81,10 +81,12 @@ def stats(engine: Engine, namespace: str | None = None) -> list[dict[str, Any]]:
         shard = engine.open_folder(folder)
         count, size = shard.usage(now)
         indexed, expired = _sealed_counts(shard, now)
-        expired += int(np.count_nonzero(shard.mem_alive(now) == 0)) - len(shard.mem.free)
+        journalled = shard.mem_alive(now)
+        pending = int(np.count_nonzero(journalled))  # live records not yet in a segment
+        expired += len(journalled) - pending - len(shard.mem.free)
         rows.append({
             "namespace": name, "kind": descriptor["kind"], "scope": "/".join(descriptor.get("scope", [])),
-            "entries": count, "bytes": size, "expired": expired, "indexed": indexed, "pending": len(shard.mem),
+            "entries": count, "bytes": size, "expired": expired, "indexed": indexed, "pending": pending,
         })  # fmt: skip
     return rows
 
