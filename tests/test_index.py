@@ -95,3 +95,67 @@ def test_filtered_search_finds_rare_tagged_rows_through_the_index(home, monkeypa
     svc.checkpoint()
     result = svc.retrieve(s, query="common words", tags=["needle"])
     assert [e["key"]["k"] for e in result["entries"]] == ["rare"] and result["total"] == 1
+
+
+def test_the_search_budget_grows_with_the_square_root_of_the_size_past_100k():
+    from a2e_mem.backends.files.index import SEARCH_K_PER_TREE, search_budget
+
+    assert search_budget(96, 1_000) == search_budget(96, 100_000) == 96 * SEARCH_K_PER_TREE
+    assert search_budget(96, 400_000) == 2 * 96 * SEARCH_K_PER_TREE
+    assert search_budget(96, 1_000_000) == int(96 * SEARCH_K_PER_TREE * 10**0.5)
+
+
+def indexed_store(home, monkeypatch):
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, t) for i, t in enumerate(sentences(300))])
+    svc.checkpoint()
+    monkeypatch.setattr(search, "EXACT_MAX", 0)
+    return svc, s
+
+
+def test_an_error_of_the_index_search_reaches_the_caller(home, monkeypatch):
+    import pytest
+
+    from a2e_mem.backends.files.index import Index
+
+    svc, s = indexed_store(home, monkeypatch)
+
+    def broken(self, query, k):
+        raise FileNotFoundError("index.ann: removed by a checkpoint")
+
+    monkeypatch.setattr(Index, "nearest", broken)
+    with pytest.raises(FileNotFoundError, match="removed by a checkpoint"):
+        svc.retrieve(s, limit=5, query="apple banana")
+
+
+def test_a_failing_query_waits_for_its_index_search_before_it_returns(home, monkeypatch):
+    """The index search runs on a worker thread while the query scores the words; when the
+    scoring fails, the query still returns only after the search ended (no search of a closed
+    index can follow)."""
+    import threading
+    import time
+
+    import pytest
+
+    from a2e_mem.backends.files.index import Index
+
+    svc, s = indexed_store(home, monkeypatch)
+    nearest = Index.nearest
+    ended = threading.Event()
+
+    def slow(self, query, k):
+        time.sleep(0.3)
+        try:
+            return nearest(self, query, k)
+        finally:
+            ended.set()
+
+    def failing(*args):
+        raise RuntimeError("scoring failed")
+
+    monkeypatch.setattr(Index, "nearest", slow)
+    monkeypatch.setattr(search, "_bm25_weights", failing)
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        svc.retrieve(s, limit=5, query="apple banana")
+    assert ended.is_set()

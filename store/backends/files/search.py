@@ -4,8 +4,9 @@ A shard has several parts searched the same way: each segment (rows, Annoy index
 the memtable (slots written since the last checkpoint, searched exactly). A part is searched
 exactly when the filters leave few rows or a threshold needs every score; otherwise the
 candidates are the Annoy neighbours plus the BM25 leaders, over-fetched so that rows removed by
-the filters (shadowed rows, tombstones, expiry, tags) do not starve the result. Every candidate
-then gets both scores exactly:
+the filters (shadowed rows, tombstones, expiry, tags) do not starve the result. The Annoy search
+runs on a worker thread (Annoy releases the GIL) while the query's own thread scores the words:
+on two cores, the two halves of the query overlap. Every candidate then gets both scores exactly:
 
     relevance = VECTOR_WEIGHT * max(cos, 0) + (1 - VECTOR_WEIGHT) * lexical ** LEXICAL_POWER
 
@@ -24,7 +25,10 @@ segment holding its live records. Each part also gives its candidates' stored ve
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -109,8 +113,7 @@ def search(
     if not shard.segs and not len(shard.mem):
         return []
     live = parts(shard, now)
-    if query_vector is not None:
-        weights, avgdl = _bm25_weights(live, query_terms(query_text))
+    alive = [part.mask for part in live]  # before the filters: BM25's statistics count every live row
     for part in live:
         part.mask = part.mask.copy()
         _restrict(part, filters)
@@ -120,7 +123,19 @@ def search(
         # another process changed the embedder (`mem reindex --embedder`) between reading this
         # shard and embedding the query: only words rank it, as a shard not yet reindexed
         query_vector = np.zeros(shard.dim, dtype=np.float32)
-    return [_scored(part, query_vector, weights, avgdl, k, exhaustive) for part in live]
+    fetch = max(MIN_FETCH, FETCH_FACTOR * k)
+    asked = [_ask_index(part, query_vector, fetch, exhaustive) for part in live]
+    _let_start(asked)
+    try:  # the index searches run while this thread scores the words and the other parts
+        weights, avgdl = _bm25_weights(live, alive, query_terms(query_text))
+        found: dict[int, Candidates] = {}
+        for i in sorted(range(len(live)), key=lambda i: asked[i] is not None):
+            found[i] = _scored(live[i], query_vector, weights, avgdl, asked[i])
+        return [found[i] for i in range(len(live))]
+    finally:  # on an error too, no search of this query's indexes outlives it
+        for job in asked:
+            if job is not None and not job.near.cancel():
+                job.near.exception()  # waits for it
 
 
 @lru_cache(maxsize=64)
@@ -167,19 +182,19 @@ def _empty(part: Part) -> Candidates:
     return Candidates(part.fetch(), none.astype(np.int64), none, none, none, none, 0)
 
 
-def _bm25_weights(live: list[Part], qterms: list[str]) -> tuple[dict[str, float], float]:
+def _bm25_weights(live: list[Part], alive: list[np.ndarray], qterms: list[str]) -> tuple[dict[str, float], float]:
     """IDF of each query term and the average entry length, over the live rows of every part
-    (their masks, before any filter)."""
+    (`alive`: their masks before any filter)."""
     n_docs = 0
     total_len = 0.0
     lexicons = []
-    for part in live:
+    for part, mask in zip(live, alive, strict=True):
         lexicon = part.lexicon
-        if lexicon is None or not len(part.mask):
+        if lexicon is None or not len(mask):
             continue
-        lexicons.append((lexicon, part.mask))
-        n_docs += int(np.count_nonzero(part.mask))
-        total_len += lexicon.live_length(part.mask)
+        lexicons.append((lexicon, mask))
+        n_docs += int(np.count_nonzero(mask))
+        total_len += lexicon.live_length(mask)
     weights: dict[str, float] = {}
     for term in qterms:
         df = sum(lexicon.df(term, mask) for lexicon, mask in lexicons)
@@ -187,34 +202,83 @@ def _bm25_weights(live: list[Part], qterms: list[str]) -> tuple[dict[str, float]
     return weights, max(total_len / max(n_docs, 1), 1.0)
 
 
+def _ask_index(part: Part, qvec: np.ndarray, fetch: int, exhaustive: bool) -> Asked | None:
+    """Start the Annoy search of `part` on the worker thread, if the part is searched through
+    its index: big, unfiltered enough, and not asked for every score. Annoy releases the GIL, so
+    on a second core it runs while this thread computes the BM25 scores (about half a query)."""
+    seg, mask = part.seg, part.mask
+    if seg is None or seg.index is None or exhaustive or not part.shard.dim:
+        return None
+    total = int(np.count_nonzero(mask))
+    if total <= max(EXACT_MAX, fetch):
+        return None
+    share = max(total / len(mask), 1e-3)  # the filters keep this share: fetch more
+    want = min(int(fetch / share), len(mask))
+    started = threading.Event()
+    index = seg.index
+
+    def nearest() -> np.ndarray:
+        started.set()
+        return index.nearest(qvec, want)
+
+    return Asked(want, _worker().submit(nearest), started)
+
+
+@dataclass
+class Asked:
+    """An index search under way: the neighbours wanted, the rows it will give, and whether the
+    worker has begun it."""
+
+    want: int
+    near: Future[np.ndarray]
+    started: threading.Event
+
+
+def _let_start(asked: list[Asked | None]) -> None:
+    """Wait until the worker is inside the first index search. Otherwise this thread keeps the
+    GIL for the whole interpreter switch interval (5 ms) while the worker waits for it to even
+    begin: the overlap would be lost."""
+    first = next((job for job in asked if job is not None), None)
+    if first is not None:
+        first.started.wait()
+
+
+@lru_cache(maxsize=1)
+def _worker() -> ThreadPoolExecutor:
+    """The threads that run index searches, made on the first one. As many as the cores: the
+    searches of a query's several segments, or of queries from several threads of a program,
+    still run side by side, as they did on the callers' own threads."""
+    return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="mem-index")
+
+
 def _scored(
     part: Part,
     qvec: np.ndarray,
     weights: dict[str, float],
     avgdl: float,
-    k: int,
-    exhaustive: bool,
+    asked: Asked | None,
 ) -> Candidates:
+    """The part's candidates scored: the index's (`asked`, under way) plus the BM25 leaders, or
+    every row exactly when nothing was asked of the index."""
     mask, seg, shard = part.mask, part.seg, part.shard
     total = int(np.count_nonzero(mask))
     if not total or not shard.dim:
         return _empty(part)
     lex_all, matched = _lexical_scores(part, weights, avgdl)
-    lex_all /= normaliser(weights.values())
-    fetch = max(MIN_FETCH, FETCH_FACTOR * k)
-    indexed = seg is not None and not exhaustive and total > max(EXACT_MAX, fetch) and seg.index is not None
     if seg is None:
         rows = np.flatnonzero(mask)
         vec = (shard.mem.vectors[: shard.mem.n] @ qvec)[rows]
-    elif not indexed:
+    elif asked is None:
         rows = np.flatnonzero(mask)
         vec = seg.similarities(qvec)[rows]
     else:
-        rows = _index_candidates(seg, mask, qvec, lex_all, matched, fetch)
+        leaders = _leaders(lex_all, matched, asked.want)  # while the index search runs
+        rows = np.union1d(asked.near.result(), leaders)
+        rows = rows[mask[rows]]
         vec = seg.similarities(qvec, rows)
-    lex = np.minimum(lex_all[rows], 1.0).astype(np.float32)
+    lex = np.minimum(lex_all[rows] / normaliser(weights.values()), 1.0).astype(np.float32)
     _, updated = part.columns()
-    path = "index" if indexed else "exact"
+    path = "exact" if asked is None else "index"
     found = Candidates(part.fetch(), rows, fuse(vec, lex), vec, lex, np.asarray(updated[rows]), total, path)
     found.vectors = _vectors(part, rows)
     return found
@@ -242,15 +306,9 @@ def _lexical_scores(part: Part, weights: dict[str, float], avgdl: float) -> tupl
     return mem.lexicon.scores(weights, avgdl, mem.n)
 
 
-def _index_candidates(
-    seg: Segment, mask: np.ndarray, qvec: np.ndarray, lex: np.ndarray, matched: np.ndarray, fetch: int
-) -> np.ndarray:
-    """Annoy neighbours and BM25 leaders (among the `matched` rows) that `mask` allows, over-fetched."""
-    assert seg.index is not None
-    share = max(np.count_nonzero(mask) / len(mask), 1e-3)  # the filters keep this share: fetch more
-    want = min(int(fetch / share), len(mask))
-    near = seg.index.nearest(qvec, want)
-    if len(matched) > want:  # the BM25 leaders (matched may repeat rows: the union removes them)
-        matched = matched[np.argpartition(-lex[matched], want - 1)[:want]]
-    rows = np.union1d(near, matched)
-    return rows[mask[rows]]
+def _leaders(lex: np.ndarray, matched: np.ndarray, want: int) -> np.ndarray:
+    """The `want` best BM25 scores among the `matched` rows (which may repeat rows: the union
+    with the index's neighbours removes them)."""
+    if len(matched) <= want:
+        return matched
+    return matched[np.argpartition(-lex[matched], want - 1)[:want]]
