@@ -132,9 +132,11 @@ class StdioClient:
         reply = self.call(kind, **fields)
         return time.perf_counter() - start, reply
 
-    def rss_mib(self) -> float:
+    def rss_mib(self, field: str = "VmRSS") -> float:
+        """The server's resident memory in MiB: `VmRSS`, all of it (with the pages of the files it
+        maps), or `RssAnon`, its own."""
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+        kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith(f"{field}:"))
         return kib / 1024
 
     def close(self) -> None:
