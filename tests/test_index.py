@@ -159,3 +159,27 @@ def test_a_failing_query_waits_for_its_index_search_before_it_returns(home, monk
     with pytest.raises(RuntimeError, match="scoring failed"):
         svc.retrieve(s, limit=5, query="apple banana")
     assert ended.is_set()
+
+
+def test_a_process_forked_after_a_query_still_answers_queries(home, monkeypatch):
+    """The index searches run on worker threads, which a forked child does not inherit: the
+    child makes its own instead of waiting forever for its parent's."""
+    import os
+    import time
+
+    svc, s = indexed_store(home, monkeypatch)
+    expected = exact_ranking(svc, s, "apple banana", 5)
+    pid = os.fork()
+    if pid == 0:  # the child: a query, then its verdict as the exit status
+        try:
+            os._exit(0 if exact_ranking(svc, s, "apple banana", 5) == expected else 1)
+        finally:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert done[0] == pid, "the forked child's query never returned"
+    assert os.waitstatus_to_exitcode(done[1]) == 0

@@ -243,11 +243,16 @@ def _let_start(asked: list[Asked | None]) -> None:
         first.started.wait()
 
 
-@lru_cache(maxsize=1)
 def _worker() -> ThreadPoolExecutor:
-    """The threads that run index searches, made on the first one. As many as the cores: the
-    searches of a query's several segments, or of queries from several threads of a program,
-    still run side by side, as they did on the callers' own threads."""
+    """The threads that run index searches: this process's own (a child forked after a query
+    inherits the executor but not its threads, and would wait for them forever)."""
+    return _executor(os.getpid())
+
+
+@lru_cache(maxsize=1)
+def _executor(pid: int) -> ThreadPoolExecutor:
+    """Made on the first index search of process `pid`. As many threads as cores: the searches of
+    a query's several segments run side by side."""
     return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="mem-index")
 
 
