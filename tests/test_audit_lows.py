@@ -61,3 +61,23 @@ def test_import_keeps_taking_every_kind_an_export_gives(home):
                line("langgraph", ["a", "b"], KV_DOC)]  # fmt: skip
     r = mem("import", "-", "--format", "json", input=b"".join(records))
     assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 4, r
+
+
+# -- a postgresql:// store without the pgvector package (or psycopg, already so) -----------------
+
+WITHOUT = "import sys; sys.modules[{!r}] = None; sys.argv[0] = 'mem'; from a2e_mem.cli.main import run; run()"
+
+
+@pytest.mark.parametrize("package", ["pgvector", "psycopg"])
+def test_a_postgres_store_without_its_driver_is_unavailable_and_says_what_to_install(home, backend, package):
+    """On PostgreSQL the real server (where the audit met a traceback line and exit 1); on files
+    a URL nobody listens at: the packages are checked before any connection."""
+    url = os.environ.get("MEM_STORE") or "postgresql://mem@127.0.0.1:1/nowhere"
+    r = subprocess.run(
+        [sys.executable, "-c", WITHOUT.format(package), "--store", url, "keys"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+    )
+    assert r.returncode == 7, r
+    assert r.stderr == f"mem: error: a postgresql:// store needs {package}: pip install 'a2e-mem[postgres]'\n".encode()
