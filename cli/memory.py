@@ -14,6 +14,8 @@ from .output import emit, emit_one, note
 from .progress import progress
 
 ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
+ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at", "relevance",
+                "explain")  # fmt: skip
 Tier = Annotated[str, typer.Option("--tier", "-t", help="working, episodic or semantic.")]
 Keys = Annotated[
     list[str] | None,
@@ -138,7 +140,7 @@ def retrieve(
         until=until,
     )
     columns = ENTRY_COLUMNS + (["explain"] if explain else [])
-    emit(result["entries"], fmt, fields_list(fields), columns)
+    emit(result["entries"], fmt, fields_list(fields, ENTRY_FIELDS, result["entries"]), columns)
     note(f"{len(result['entries'])} of {result['total']} matching")
 
 

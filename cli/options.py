@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -42,8 +43,18 @@ def optional_object(text: str | None, what: str) -> dict[str, Any] | None:
     return None if text is None else parse_json_object(text, what)
 
 
-def fields_list(fields: str | None) -> list[str] | None:
-    return [f.strip() for f in fields.split(",") if f.strip()] if fields else None
+def fields_list(fields: str | None, known: Sequence[str], records: Sequence[dict[str, Any]] = ()) -> list[str] | None:
+    """The fields `--fields` names, each one the command's records have: in `known` (every field the
+    command can show, on a store without records too), or a key of a record shown (one an import
+    brought with a field of its own). Another is a usage error listing them, not a column of nulls."""
+    if not fields:
+        return None
+    names = [f.strip() for f in fields.split(",") if f.strip()]
+    valid = dict.fromkeys([*known, *(name for record in records for name in record)])
+    unknown = [name for name in names if name not in valid]
+    if unknown:
+        usage_error(f"--fields: unknown field {unknown[0]!r} (valid: {', '.join(valid)})")
+    return names
 
 
 def parse_value(text: str, what: str) -> Any:

@@ -81,3 +81,74 @@ def test_a_postgres_store_without_its_driver_is_unavailable_and_says_what_to_ins
     )
     assert r.returncode == 7, r
     assert r.stderr == f"mem: error: a postgresql:// store needs {package}: pip install 'a2e-mem[postgres]'\n".encode()
+
+
+# -- --fields naming a field the records do not have -----------------------------------------------
+
+FIELD_COMMANDS = {
+    "retrieve": ["retrieve", "-q", "hello", "-n", "ns"],
+    "get": ["get", "k", "-n", "ns"],
+    "episodic-list": ["episodic", "list", "--archived", "-n", "ns"],
+    "episodic-query": ["episodic", "query", "--swarm", "s", "-n", "ns"],
+    "session-list": ["session", "list"],
+    "persistent-list": ["persistent", "list", "-n", "ns"],
+    "stats": ["stats", "-n", "ns"],
+    "json-list": ["json", "list", "-n", "ns"],
+    "todo-list": ["todo", "list", "-n", "ns"],
+    "markdown-list": ["markdown", "list", "-n", "ns"],
+}
+
+
+@pytest.fixture
+def one_of_each(home):
+    """A record for each command taking --fields, each with every optional field it can have."""
+    from a2e_mem.service import MemoryService
+
+    svc = MemoryService(home)
+    svc.store(svc.scope("ns", "alice"), [{"key": {"k": 1}, "content": "hello world", "tier": "semantic"}])
+    svc.memory_set("k", "v", namespace="ns")
+    memory = svc.episodic_memory_create("log", swarm_id="s", namespace="ns")["memoryId"]
+    event = {"event_type": "t", "emitting_agent_id": "a", "team_id": "x", "tags": ["g"], "payload": {"n": 1}}
+    svc.episodic_memory_append_event(memory, event, namespace="ns")
+    svc.episodic_memory_archive(memory, namespace="ns")
+    retrieval = {"source_type": "kv", "source_id": "ns"}
+    svc.persistent_memory_create("pm", retrieval, {"format": "markdown"}, namespace="ns")
+    svc.memory_json_save({"a": 1}, {"m": 1}, namespace="ns")
+    svc.memory_todo_save({"title": "t"}, namespace="ns")
+    svc.memory_markdown_save("# t", namespace="ns")
+    svc.a2e.open_session("ns", "alice", persist=True)
+    svc.close()
+
+
+@pytest.mark.parametrize("command", list(FIELD_COMMANDS))
+def test_fields_naming_an_unknown_field_is_a_usage_error_listing_the_valid_ones(one_of_each, command):
+    args = FIELD_COMMANDS[command]
+    shown = mem(*args, "--format", "json")
+    assert shown.returncode == 0, shown
+    records = orjson.loads(shown.stdout)
+    first = records if isinstance(records, dict) else records[0]
+    r = mem(*args, "--fields", f"{next(iter(first))},bogus")
+    assert r.returncode == 2, r
+    message = r.stderr.decode()
+    assert message.startswith("mem: error: --fields: unknown field 'bogus' (valid: ") and message.count("\n") == 1
+    assert all(f" {name}," in message or f" {name})" in message for name in first), message
+
+
+@pytest.mark.parametrize("command", [name for name in FIELD_COMMANDS if name != "get"])  # get: no record, exit 3
+def test_every_field_a_command_can_show_is_accepted_even_where_no_record_has_it(one_of_each, command):
+    """The fields of each command's fullest record are valid on an empty store too, where no
+    record shows them (the list is empty): the command knows its fields."""
+    args = FIELD_COMMANDS[command]
+    records = orjson.loads(mem(*args, "--format", "json").stdout)
+    names = ",".join(sorted({name for record in records for name in record}))
+    empty = ["--home", str(Path(os.environ["MEM_HOME"]) / "empty")]
+    r = mem(*empty, *args, "--fields", names, "--format", "json", env={"MEM_STORE": ""})
+    assert r.returncode == 0 and orjson.loads(r.stdout) == [], r
+
+
+def test_fields_of_a_record_an_import_brought_with_a_field_of_its_own_are_accepted(home):
+    doc = {"id": "json_1", "json": {"a": 1}, "metadata": {}, "created_at": "2025-01-01T00:00:00.000Z",
+           "updated_at": "2025-01-01T00:00:00.000Z", "legacy": 7}  # fmt: skip
+    assert mem("import", "-", input=line("json", [], doc)).returncode == 0
+    r = mem("json", "list", "-n", "ns", "--fields", "memoryId,legacy")
+    assert r.returncode == 0 and orjson.loads(r.stdout) == {"memoryId": "json_1", "legacy": 7}, r
