@@ -9,7 +9,19 @@ import typer
 
 from .context import state
 from .errors import invalid_input
-from .options import Agent, Fields, Format, Limit, Namespace, SessionId, fields_list, parse_key, parse_value, scope
+from .options import (
+    Agent,
+    Fields,
+    Format,
+    Limit,
+    Namespace,
+    SessionId,
+    fields_list,
+    parse_key,
+    parse_value,
+    scope,
+    zero_to_one,
+)
 from .output import emit, emit_one, note
 from .progress import progress
 
@@ -106,7 +118,9 @@ def retrieve(
     tag: Tags = None,
     tier: Tier = "",
     limit: Limit = 10,
-    min_score: Annotated[float, typer.Option("--min-score", min=0.0, max=1.0, help="Minimum relevance.")] = 0.0,
+    min_score: Annotated[
+        float, typer.Option("--min-score", callback=zero_to_one, help="Minimum relevance, 0 to 1.")
+    ] = 0.0,
     namespace: Namespace = "default",
     agent: Agent = "default",
     session: SessionId = None,

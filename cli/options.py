@@ -39,6 +39,14 @@ Offset = Annotated[int, typer.Option("--offset", min=0, help="Skip this many res
 ListLimit = Annotated[int, typer.Option("--limit", "-l", min=0, max=1000, help="At most this many results.")]
 
 
+def zero_to_one(value: float) -> float:
+    """A relevance bound, 0 to 1 inclusive, as the store checks it; checked here (not by the
+    option's range) so that NaN and the infinities get this message too, not a bound's."""
+    if not 0.0 <= value <= 1.0:  # NaN fails the comparison too
+        raise typer.BadParameter(f"must be a number from 0 to 1, not {value!r}")
+    return value
+
+
 def optional_object(text: str | None, what: str) -> dict[str, Any] | None:
     return None if text is None else parse_json_object(text, what)
 

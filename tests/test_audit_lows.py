@@ -152,3 +152,50 @@ def test_fields_of_a_record_an_import_brought_with_a_field_of_its_own_are_accept
     assert mem("import", "-", input=line("json", [], doc)).returncode == 0
     r = mem("json", "list", "-n", "ns", "--fields", "memoryId,legacy")
     assert r.returncode == 0 and orjson.loads(r.stdout) == {"memoryId": "json_1", "legacy": 7}, r
+
+
+# -- --min-score that is no number from 0 to 1 ------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "1.5", "-0.1"])
+def test_a_min_score_out_of_0_to_1_is_a_usage_error_saying_so(home, value):
+    r = mem("retrieve", f"--min-score={value}")
+    shown = repr(float(value))
+    expected = f"mem: error: Invalid value for '--min-score': must be a number from 0 to 1, not {shown} "
+    assert r.returncode == 2 and r.stderr.decode() == expected + "(see 'mem retrieve --help')\n", r
+
+
+@pytest.mark.parametrize("value", ["0", "1", "0.25"])
+def test_a_min_score_from_0_to_1_is_taken(home, value):
+    assert mem("retrieve", "--min-score", value).returncode == 0
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308, 2, -0.5])
+def test_a_min_score_out_of_0_to_1_on_the_wire_is_an_error_naming_it(service, value):
+    from a2e_mem.protocol import Protocol
+
+    wire = Protocol(service)
+
+    def ask(kind: str, **fields: object) -> dict:
+        return wire.handle(orjson.dumps({"type": kind, "id": "r1", "version": "1.0", "ts": 0.0, **fields}))
+
+    memory_id = ask("memory/init/req", namespace="ns", scope={})["memory_id"]
+    r = ask("memory/retrieve/req", memory_id=memory_id, min_score=value)
+    bound = "less than or equal to 1" if value > 1 else "greater than or equal to 0"
+    assert r["type"] == "error" and r["code"] == "schema_violation" and r["req_id"] == "r1", r
+    assert r["message"] == f"invalid memory/retrieve/req: min_score: Input should be {bound}", r
+
+
+def test_a_min_score_out_of_0_to_1_through_mcp_is_an_error_naming_it(home):
+    import asyncio
+
+    from tests.test_mcp import Calls, server
+
+    async def calls() -> None:
+        async with server() as client:
+            t = Calls(client)
+            await t.fails("memory_retrieve", "min_score must be a number from 0 to 1, not 1e+308", min_score=1e308)
+            await t.fails("memory_retrieve", "min_score must be a number from 0 to 1, not -0.5", min_score=-0.5)
+            await t.fails("memory_retrieve", "limit must be a whole number >= 0, not -1", limit=-1)
+
+    asyncio.run(calls())
