@@ -199,3 +199,24 @@ def test_a_min_score_out_of_0_to_1_through_mcp_is_an_error_naming_it(home):
             await t.fails("memory_retrieve", "limit must be a whole number >= 0, not -1", limit=-1)
 
     asyncio.run(calls())
+
+
+# -- --since / --until with a time of day, outside the years 1800 to 2099 ---------------------------
+
+OUT_OF_YEARS = ["2500-01-01", "2500-01-01T10:00", "0300-05-05 12:00", "1799-12-31T23:59:59Z", "2100-01-01T00:00Z"]
+
+
+@pytest.mark.parametrize("value", OUT_OF_YEARS)
+@pytest.mark.parametrize("command", [["retrieve"], ["episodic", "query", "--swarm", "s"]], ids=["retrieve", "events"])
+@pytest.mark.parametrize("what", ["since", "until"])
+def test_a_time_of_day_outside_the_years_read_is_refused_like_a_date_there(home, value, command, what):
+    r = mem(*command, f"--{what}", value)
+    assert r.returncode == 4, r
+    assert r.stderr.decode().startswith(f"mem: error: {what}: {value!r} is not a date: "), r
+    assert "years 1800 to 2099" in r.stderr.decode()
+
+
+@pytest.mark.parametrize("value", ["1800-01-01T00:00Z", "2099-12-31T23:59:59.999Z", "2099-12-31 12:00"])
+def test_a_time_of_day_inside_the_years_read_is_taken(home, value):
+    assert mem("retrieve", "--since", value).returncode == 0
+    assert mem("retrieve", "--until", value).returncode == 0
