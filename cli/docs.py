@@ -16,6 +16,7 @@ from .output import acknowledge, emit, show
 
 MemoryId = Annotated[str, typer.Argument(help="The memory ID printed by save or list.")]
 COLUMNS = {kind: ["memoryId", kind, "metadata", "updated_at"] for kind in ("json", "todo", "markdown")}
+FIELDS = {kind: ("memoryId", kind, "metadata", "created_at", "updated_at") for kind in ("json", "todo", "markdown")}
 
 
 def memory_app(kind: str, noun: str, objects: bool = True) -> typer.Typer:
@@ -44,7 +45,7 @@ def memory_app(kind: str, noun: str, objects: bool = True) -> typer.Typer:
         """List them, newest first, optionally filtered (see README: Filters)."""
         method = getattr(service(), f"memory_{kind}_list")
         records = method(optional_object(filter_, "--filter"), limit=limit, offset=offset, namespace=namespace)
-        emit(records, fmt, fields_list(fields), COLUMNS[kind])
+        emit(records, fmt, fields_list(fields, FIELDS[kind], records), COLUMNS[kind])
 
     return app
 

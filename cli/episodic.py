@@ -15,6 +15,8 @@ app = typer.Typer(help="Episodic memories: titled logs of events (episodic_memor
 MemoryId = Annotated[str, typer.Argument(help="The episodic memory's ID.")]
 MEMORY_COLUMNS = ["memoryId", "title", "swarmId", "eventCount", "archived", "created_at"]
 EVENT_COLUMNS = ["timestamp", "event_type", "emitting_agent_id", "team_id", "tags", "payload"]
+MEMORY_FIELDS = ("memoryId", "title", "swarmId", "archived", "created_at", "updated_at", "archived_at", "eventCount")
+EVENT_FIELDS = ("eventId", "memoryId", "event_type", "emitting_agent_id", "team_id", "tags", "payload", "timestamp")
 Swarm = Annotated[str | None, typer.Option("--swarm", help="Swarm ID (every memory created with it).")]
 
 
@@ -43,7 +45,7 @@ def list_(
     records = state.service.episodic_memory_list(
         optional_object(filter_, "--filter"), include_archived=archived, limit=limit, offset=offset, namespace=namespace
     )
-    emit(records, fmt, fields_list(fields), MEMORY_COLUMNS)
+    emit(records, fmt, fields_list(fields, MEMORY_FIELDS, records), MEMORY_COLUMNS)
 
 
 @app.command("get")
@@ -101,7 +103,7 @@ def query(
         event_type=event_type, emitting_agent_id=agent, team_id=team, since=since, namespace=namespace,
         until=until,
     )  # fmt: skip
-    emit(events, fmt, fields_list(fields), EVENT_COLUMNS)
+    emit(events, fmt, fields_list(fields, EVENT_FIELDS, events), EVENT_COLUMNS)
 
 
 @app.command("event-types")

@@ -12,6 +12,7 @@ from .options import Fields, Format, ListLimit, Namespace, Offset, fields_list, 
 from .output import acknowledge, emit, show
 
 KV_COLUMNS = ["key", "value", "updated_at"]
+KV_FIELDS = ("key", "value", "created_at", "updated_at")
 
 
 def set_value(
@@ -38,7 +39,7 @@ def get_value(
         value = record["value"]
         print(value if isinstance(value, str) else orjson.dumps(value).decode())
     else:
-        show(record, fmt, fields_list(fields))
+        show(record, fmt, fields_list(fields, KV_FIELDS, [record]))
 
 
 def delete_value(

@@ -17,6 +17,7 @@ from .progress import progress
 
 namespaces_app = typer.Typer(help="List namespaces, or delete one.", no_args_is_help=False, invoke_without_command=True)
 NamespaceOpt = Annotated[str | None, typer.Option("--namespace", "-n", help="Only this namespace.")]
+STATS_FIELDS = ("namespace", "kind", "scope", "entries", "bytes", "expired", "indexed", "pending")  # both backends'
 
 
 def export(
@@ -59,7 +60,8 @@ def import_(
 
 def stats(namespace: NamespaceOpt = None, fmt: Format = None, fields: Fields = None) -> None:
     """Entries, bytes, expired entries and index state, per namespace and kind."""
-    emit(state.service.stats(namespace), fmt, fields_list(fields))
+    rows = state.service.stats(namespace)
+    emit(rows, fmt, fields_list(fields, STATS_FIELDS, rows))
 
 
 @namespaces_app.callback()

@@ -522,10 +522,9 @@ def add_a2e_tools(t: Tools, tool: Callable[[bool], Any]) -> None:
         agent: AGENT = None,
     ) -> Any:
         """Retrieve A2E memory entries (all given filters must match), best first, with relevance."""
-        from a2e_mem.errors import InvalidInput
+        from a2e_mem.ops.a2e import check_paging
 
-        if limit < 0 or not 0 <= min_score <= 1:  # a limit over 1000 is clamped, with a warning
-            raise InvalidInput("limit must be >= 0 and min_score 0..1")
+        check_paging(limit, min_score)  # before the session is made; a limit over 1000 is clamped, with a warning
         found = s.retrieve(
             t.session(namespace, agent), keys=keys or [], query=query, tags=tags or [], tier=tier, limit=limit,
             min_score=min_score, since=since, until=until,

@@ -9,11 +9,25 @@ import typer
 
 from .context import state
 from .errors import invalid_input
-from .options import Agent, Fields, Format, Limit, Namespace, SessionId, fields_list, parse_key, parse_value, scope
+from .options import (
+    Agent,
+    Fields,
+    Format,
+    Limit,
+    Namespace,
+    SessionId,
+    fields_list,
+    parse_key,
+    parse_value,
+    scope,
+    zero_to_one,
+)
 from .output import emit, emit_one, note
 from .progress import progress
 
 ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
+ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at", "relevance",
+                "explain")  # fmt: skip
 Tier = Annotated[str, typer.Option("--tier", "-t", help="working, episodic or semantic.")]
 Keys = Annotated[
     list[str] | None,
@@ -104,7 +118,9 @@ def retrieve(
     tag: Tags = None,
     tier: Tier = "",
     limit: Limit = 10,
-    min_score: Annotated[float, typer.Option("--min-score", min=0.0, max=1.0, help="Minimum relevance.")] = 0.0,
+    min_score: Annotated[
+        float, typer.Option("--min-score", callback=zero_to_one, help="Minimum relevance, 0 to 1.")
+    ] = 0.0,
     namespace: Namespace = "default",
     agent: Agent = "default",
     session: SessionId = None,
@@ -138,7 +154,7 @@ def retrieve(
         until=until,
     )
     columns = ENTRY_COLUMNS + (["explain"] if explain else [])
-    emit(result["entries"], fmt, fields_list(fields), columns)
+    emit(result["entries"], fmt, fields_list(fields, ENTRY_FIELDS, result["entries"]), columns)
     note(f"{len(result['entries'])} of {result['total']} matching")
 
 

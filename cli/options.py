@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -38,12 +39,30 @@ Offset = Annotated[int, typer.Option("--offset", min=0, help="Skip this many res
 ListLimit = Annotated[int, typer.Option("--limit", "-l", min=0, max=1000, help="At most this many results.")]
 
 
+def zero_to_one(value: float) -> float:
+    """A relevance bound, 0 to 1 inclusive, as the store checks it; checked here (not by the
+    option's range) so that NaN and the infinities get this message too, not a bound's."""
+    if not 0.0 <= value <= 1.0:  # NaN fails the comparison too
+        raise typer.BadParameter(f"must be a number from 0 to 1, not {value!r}")
+    return value
+
+
 def optional_object(text: str | None, what: str) -> dict[str, Any] | None:
     return None if text is None else parse_json_object(text, what)
 
 
-def fields_list(fields: str | None) -> list[str] | None:
-    return [f.strip() for f in fields.split(",") if f.strip()] if fields else None
+def fields_list(fields: str | None, known: Sequence[str], records: Sequence[dict[str, Any]] = ()) -> list[str] | None:
+    """The fields `--fields` names, each one the command's records have: in `known` (every field the
+    command can show, on a store without records too), or a key of a record shown (one an import
+    brought with a field of its own). Another is a usage error listing them, not a column of nulls."""
+    if not fields:
+        return None
+    names = [f.strip() for f in fields.split(",") if f.strip()]
+    valid = dict.fromkeys([*known, *(name for record in records for name in record)])
+    unknown = [name for name in names if name not in valid]
+    if unknown:
+        usage_error(f"--fields: unknown field {unknown[0]!r} (valid: {', '.join(valid)})")
+    return names
 
 
 def parse_value(text: str, what: str) -> Any:

@@ -14,6 +14,8 @@ app = typer.Typer(help="Persistent memories: retrieval configurations (persisten
 MemoryId = Annotated[str, typer.Argument(help="The persistent memory's ID.")]
 Json = str | None
 COLUMNS = ["id", "label", "status", "inputs_scope", "retrieval", "updated_at"]
+FIELDS = ("id", "label", "description", "inputs_scope", "additional_variables", "retrieval", "contribution", "status",
+          "created_at", "updated_at")  # fmt: skip
 
 
 def _config_options(
@@ -70,7 +72,7 @@ def list_(
 ) -> None:  # fmt: skip
     """List configurations, newest first."""
     records = state.service.persistent_memory_list(scope, active, limit=limit, offset=offset, namespace=namespace)
-    emit(records, fmt, fields_list(fields), COLUMNS)
+    emit(records, fmt, fields_list(fields, FIELDS, records), COLUMNS)
 
 
 @app.command("update")

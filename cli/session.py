@@ -11,16 +11,14 @@ from .options import Fields, Format, fields_list
 from .output import emit, note
 
 app = typer.Typer(help="Sessions made by `mem init` (each keeps a working tier).", no_args_is_help=True)
+SESSION_FIELDS = ("memory_id", "namespace", "agent", "created_at")
 
 
 @app.command("list")
 def list_sessions(fmt: Format = None, fields: Fields = None) -> None:
     """List open sessions."""
-    records = [
-        {"memory_id": d["id"], **{k: d[k] for k in ("namespace", "agent", "created_at")}}
-        for d in state.service.sessions()
-    ]
-    emit(records, fmt, fields_list(fields))
+    records = [{"memory_id": d["id"], **{k: d[k] for k in SESSION_FIELDS[1:]}} for d in state.service.sessions()]
+    emit(records, fmt, fields_list(fields, SESSION_FIELDS, records))
 
 
 @app.command("close")

@@ -102,7 +102,7 @@ class Protocol:
             msg = model.model_validate(data)
         except ValidationError as exc:
             fields = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-            return error(req_id, "schema_violation", f"invalid {kind}: {fields[0]['msg']}", {"errors": fields})
+            return error(req_id, "schema_violation", f"invalid {kind}: {_culprit(fields[0])}", {"errors": fields})
         if kind != "handshake/req" and not self.authenticated:
             raise Unauthorized("this host requires a handshake with a valid auth_token first")
         handler = getattr(self, "_" + kind.replace("/", "_"))
@@ -259,3 +259,10 @@ def error(
     return reply(
         "error", req_id, code=code, message=message, detail=detail or {}, retryable=retryable, capability_name="memory"
     )
+
+
+def _culprit(field_error: dict[str, Any]) -> str:
+    """A field error as one phrase naming its field (`min_score: Input should be ...`), as an
+    entry's errors name theirs; a message-wide one (no field) is its text alone."""
+    where = ".".join(str(part) for part in field_error["loc"])
+    return f"{where}: {field_error['msg']}" if where else field_error["msg"]

@@ -462,7 +462,8 @@ def time_bound(value: Any, what: str, now: float) -> float | None:
     (naive: UTC) or a date phrase ("yesterday", "last week", "3 days ago", "in May 2023", "May")
     read against `now` (see `_bound_span`). A bound naming a day or a longer period covers it
     whole: `since` is its first instant, `until` the instant after its last (the filter is
-    since <= time < until). None: no bound."""
+    since <= time < until). Every form is held to the years 1800 to 2099, a time (in UTC) as a
+    date. None: no bound."""
     if value is None or (isinstance(value, str) and not value.strip()):  # an empty field (cleared) is no bound
         return None
     if not isinstance(value, str):
@@ -475,9 +476,10 @@ def time_bound(value: Any, what: str, now: float) -> float | None:
         # "300 years ago" is read, but dates are the years 1800 to 2099 everywhere else
         return bound if FIRST_SECOND <= bound <= END_SECOND else _fail(text, what)
     try:
-        return _iso_seconds(text) if text[:4].isdigit() and ("T" in text or " " in text) else _fail(text, what)
+        seconds = _iso_seconds(text) if text[:4].isdigit() and ("T" in text or " " in text) else _fail(text, what)
     except (ValueError, OverflowError):
         return _fail(text, what)
+    return seconds if FIRST_SECOND <= seconds < END_SECOND else _fail(text, what)  # a time: the years of a date
 
 
 BOUND_PREPOSITION = r"^(?:back\s+in|in|on|during|since|from|until|till|by|of)\s+"
@@ -544,7 +546,7 @@ def _one_day_away(phrase: str, ref: dt.date) -> Span:
 def _fail(text: str, what: str) -> float:
     raise InvalidInput(
         f"{what}: {text!r} is not a date: give an ISO-8601 date or time (2023-06-01, 2023-06-01T09:30:00Z; "
-        "a date alone for years 1800 to 2099) or a phrase such as 'yesterday', 'last week', '3 days ago', "
+        "years 1800 to 2099) or a phrase such as 'yesterday', 'last week', '3 days ago', "
         "'May 2023', 'in May'",
         {"field": what},
     )

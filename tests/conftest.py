@@ -28,6 +28,7 @@ BOTH_BACKENDS = {
     "test_mcp",
     "test_mcp_config",
     "test_audit_security",
+    "test_audit_lows",
     "test_transfer",
     "test_ui_http",
     "test_api",

@@ -6,11 +6,13 @@ the same data are byte-identical and `diff` shows what changed. A line is
     {"doc": {...every stored field...}, "id": "...", "kind": "semantic", "namespace": "...", "scope": []}
 
 where `kind` is an A2E tier (`episodic`, `semantic`) or a codebolt collection (`kv`, `json`,
-`todo`, `markdown`, `episodes`, `events`, `persistent`, `kg_entities`, `kg_relations`) and
-`scope` is the agent (episodic) or the episodic memory (events). Expired entries are not
-exported, and neither are working tiers (a session's scratch pad, not the store's content).
-Import upserts each record as it is, timestamps included (A2E entries pass the same validation
-and limits as `memory/store`), so export -> import -> export gives back the same bytes.
+`todo`, `markdown`, `episodes`, `events`, `persistent`, `kg_entities`, `kg_relations`) or
+`langgraph`, and `scope` is the agent (episodic), the episodic memory (events) or the LangGraph
+namespace (`kinds.SCOPE_NAMES`). Expired entries are not exported, and neither are working tiers
+(a session's scratch pad, not the store's content). Import upserts each record as it is,
+timestamps included (A2E entries pass the same validation and limits as `memory/store`), so
+export -> import -> export gives back the same bytes. It checks every line before it writes
+anything, and refuses (`InvalidInput`, naming the line) one of another kind or scope shape.
 
 A damaged shard does not stop an export: its readable records are exported (see `salvage.py`)
 and, after the last line, `Damaged` names each damaged shard, so the CLI writes the whole dump
@@ -27,7 +29,7 @@ import orjson
 from .. import clock
 from ..backends.base import SYSTEM, Backend
 from ..errors import Damaged, InvalidInput
-from ..kinds import A2E_TIERS, schema_of
+from ..kinds import A2E_TIERS, SCOPE_NAMES, schema_of
 from ..ndjson import objects
 from .a2e import A2E, check_name, public
 from .records import Collection, serialised_size
@@ -77,7 +79,7 @@ def _write(
     collection: Collection, a2e: A2E, namespace: str, kind: str, scope: tuple[str, ...], docs: list[Record]
 ) -> None:
     if kind in A2E_TIERS:
-        agent = scope[0] if kind == "episodic" and scope else "default"
+        agent = scope[0] if kind == "episodic" else "default"  # its one name (`_check_shape`)
         entries = [public(doc) for doc in docs]
         result = a2e.store(a2e.scope(namespace, agent), entries, keep_timestamps=True, partial=False)  # names checked
         if result["errors"]:
@@ -100,8 +102,20 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[Record]:
         names = [(record["namespace"], "namespace"), (record["kind"], "kind"), *[(s, "scope") for s in scope]]
         for name, what in names:
             check_name(name, f"line {number}: {what}")
+        _check_shape(record["kind"], scope, number)
         try:
             serialised_size(record["doc"])  # a record too deep to store is refused before any write
         except InvalidInput as exc:
             raise InvalidInput(f"line {number}: {exc.message}") from None
         yield record
+
+
+def _check_shape(kind: str, scope: list[str], number: int) -> None:
+    """A known kind, with the number of scope names its shards have (`kinds.SCOPE_NAMES`)."""
+    if kind not in SCOPE_NAMES:
+        raise InvalidInput(f"line {number}: unknown kind {kind!r} (one of {', '.join(sorted(SCOPE_NAMES))})")
+    expected = SCOPE_NAMES[kind]
+    if len(scope) != expected and not (expected is None and scope):
+        holds = {None: "one name or more", 0: "no name", 1: "one name"}[expected]
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise InvalidInput(f"line {number}: {article} {kind} record's scope holds {holds}, not {len(scope)}")

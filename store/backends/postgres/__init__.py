@@ -20,9 +20,10 @@ def open_postgres(url: str, embedder: str | None = None, pooled: bool = False) -
     """The store in the database at `url`; `pooled` for a long-lived server (a small pool that
     survives a server restart), else one connection opened on first use. Nothing is connected
     yet: a one-shot command that fails its validation never reaches the server."""
-    from .connection import import_psycopg
+    from .connection import check_pgvector, import_psycopg
 
-    import_psycopg()  # psycopg missing: a one-line error naming the extra, now
+    import_psycopg()  # psycopg or pgvector missing: a one-line error naming the extra, now
+    check_pgvector()
     from .backend import PostgresBackend
 
     return PostgresBackend(url, embedder, pooled)

@@ -58,6 +58,15 @@ def import_psycopg() -> Any:
     return psycopg
 
 
+def check_pgvector() -> None:
+    """pgvector's adapter, which every connection registers: missing, a one-line error naming the
+    extra before any connection (not an import error after the migrations)."""
+    try:
+        import pgvector.psycopg  # noqa: F401
+    except ImportError:
+        raise StoreUnavailable(f"a postgresql:// store needs pgvector: {EXTRA}") from None
+
+
 @dataclass(frozen=True)
 class StoreUrl:
     """A store URL as libpq reads it: what a message may show of it, the texts of its password

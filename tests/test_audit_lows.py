@@ -1,0 +1,222 @@
+"""Low findings an outside audit left open, each through the front door it was found at (the
+`mem` CLI as a subprocess, the A2E wire), on both backends where a store is involved."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mem(*args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        input=input,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+# -- import: a record of an unknown kind, or of a scope no shard of its kind has -----------------
+
+KV_DOC = {"id": "k", "key": "k", "value": "v", "created_at": "2025-01-01T00:00:00.000Z",
+          "updated_at": "2025-01-01T00:00:00.000Z"}  # fmt: skip
+ENTRY_DOC = {"id": '{"k":"x"}', "key": {"k": "x"}, "content": "c", "tier": "episodic", "tags": [], "source": "",
+             "score": 1.0, "ttl": 0, "created_at": 1.0, "updated_at": 1.0, "expires_at": None}  # fmt: skip
+
+
+def line(kind: str, scope: list[str], doc: dict) -> bytes:
+    return orjson.dumps({"namespace": "ns", "kind": kind, "scope": scope, "id": doc["id"], "doc": doc}) + b"\n"
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (line("bogus", [], KV_DOC), b"line 2: unknown kind 'bogus'"),
+        (line("episodic", ["alice", "bob"], ENTRY_DOC), b"line 2: an episodic record's scope holds one name, not 2"),
+        (line("episodic", [], ENTRY_DOC), b"line 2: an episodic record's scope holds one name, not 0"),
+        (line("semantic", ["alice"], {**ENTRY_DOC, "tier": "semantic"}), b"line 2: a semantic record's scope holds"),
+        (line("kv", ["x"], KV_DOC), b"line 2: a kv record's scope holds no name, not 1"),
+        (line("langgraph", [], KV_DOC), b"line 2: a langgraph record's scope holds one name or more, not 0"),
+    ],
+    ids=["unknown-kind", "episodic-two-names", "episodic-no-name", "semantic-a-name", "kv-a-name", "langgraph-none"],
+)
+def test_import_refuses_a_record_no_shard_of_mem_holds_and_writes_nothing(home, bad, message):
+    good = line("kv", [], KV_DOC)  # a valid line first: the import is all or nothing, as for a malformed line
+    r = mem("import", "-", input=good + bad)
+    assert r.returncode == 4 and message in r.stderr, r
+    assert mem("export").stdout == b""
+
+
+def test_import_keeps_taking_every_kind_an_export_gives(home):
+    records = [line("kv", [], KV_DOC), line("episodic", ["alice"], ENTRY_DOC), line("events", ["m1"], KV_DOC),
+               line("langgraph", ["a", "b"], KV_DOC)]  # fmt: skip
+    r = mem("import", "-", "--format", "json", input=b"".join(records))
+    assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 4, r
+
+
+# -- a postgresql:// store without the pgvector package (or psycopg, already so) -----------------
+
+WITHOUT = "import sys; sys.modules[{!r}] = None; sys.argv[0] = 'mem'; from a2e_mem.cli.main import run; run()"
+
+
+@pytest.mark.parametrize("package", ["pgvector", "psycopg"])
+def test_a_postgres_store_without_its_driver_is_unavailable_and_says_what_to_install(home, backend, package):
+    """On PostgreSQL the real server (where the audit met a traceback line and exit 1); on files
+    a URL nobody listens at: the packages are checked before any connection."""
+    url = os.environ.get("MEM_STORE") or "postgresql://mem@127.0.0.1:1/nowhere"
+    r = subprocess.run(
+        [sys.executable, "-c", WITHOUT.format(package), "--store", url, "keys"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+    )
+    assert r.returncode == 7, r
+    assert r.stderr == f"mem: error: a postgresql:// store needs {package}: pip install 'a2e-mem[postgres]'\n".encode()
+
+
+# -- --fields naming a field the records do not have -----------------------------------------------
+
+FIELD_COMMANDS = {
+    "retrieve": ["retrieve", "-q", "hello", "-n", "ns"],
+    "get": ["get", "k", "-n", "ns"],
+    "episodic-list": ["episodic", "list", "--archived", "-n", "ns"],
+    "episodic-query": ["episodic", "query", "--swarm", "s", "-n", "ns"],
+    "session-list": ["session", "list"],
+    "persistent-list": ["persistent", "list", "-n", "ns"],
+    "stats": ["stats", "-n", "ns"],
+    "json-list": ["json", "list", "-n", "ns"],
+    "todo-list": ["todo", "list", "-n", "ns"],
+    "markdown-list": ["markdown", "list", "-n", "ns"],
+}
+
+
+@pytest.fixture
+def one_of_each(home):
+    """A record for each command taking --fields, each with every optional field it can have."""
+    from a2e_mem.service import MemoryService
+
+    svc = MemoryService(home)
+    svc.store(svc.scope("ns", "alice"), [{"key": {"k": 1}, "content": "hello world", "tier": "semantic"}])
+    svc.memory_set("k", "v", namespace="ns")
+    memory = svc.episodic_memory_create("log", swarm_id="s", namespace="ns")["memoryId"]
+    event = {"event_type": "t", "emitting_agent_id": "a", "team_id": "x", "tags": ["g"], "payload": {"n": 1}}
+    svc.episodic_memory_append_event(memory, event, namespace="ns")
+    svc.episodic_memory_archive(memory, namespace="ns")
+    retrieval = {"source_type": "kv", "source_id": "ns"}
+    svc.persistent_memory_create("pm", retrieval, {"format": "markdown"}, namespace="ns")
+    svc.memory_json_save({"a": 1}, {"m": 1}, namespace="ns")
+    svc.memory_todo_save({"title": "t"}, namespace="ns")
+    svc.memory_markdown_save("# t", namespace="ns")
+    svc.a2e.open_session("ns", "alice", persist=True)
+    svc.close()
+
+
+@pytest.mark.parametrize("command", list(FIELD_COMMANDS))
+def test_fields_naming_an_unknown_field_is_a_usage_error_listing_the_valid_ones(one_of_each, command):
+    args = FIELD_COMMANDS[command]
+    shown = mem(*args, "--format", "json")
+    assert shown.returncode == 0, shown
+    records = orjson.loads(shown.stdout)
+    first = records if isinstance(records, dict) else records[0]
+    r = mem(*args, "--fields", f"{next(iter(first))},bogus")
+    assert r.returncode == 2, r
+    message = r.stderr.decode()
+    assert message.startswith("mem: error: --fields: unknown field 'bogus' (valid: ") and message.count("\n") == 1
+    assert all(f" {name}," in message or f" {name})" in message for name in first), message
+
+
+@pytest.mark.parametrize("command", [name for name in FIELD_COMMANDS if name != "get"])  # get: no record, exit 3
+def test_every_field_a_command_can_show_is_accepted_even_where_no_record_has_it(one_of_each, command):
+    """The fields of each command's fullest record are valid on an empty store too, where no
+    record shows them (the list is empty): the command knows its fields."""
+    args = FIELD_COMMANDS[command]
+    records = orjson.loads(mem(*args, "--format", "json").stdout)
+    names = ",".join(sorted({name for record in records for name in record}))
+    empty = ["--home", str(Path(os.environ["MEM_HOME"]) / "empty")]
+    r = mem(*empty, *args, "--fields", names, "--format", "json", env={"MEM_STORE": ""})
+    assert r.returncode == 0 and orjson.loads(r.stdout) == [], r
+
+
+def test_fields_of_a_record_an_import_brought_with_a_field_of_its_own_are_accepted(home):
+    doc = {"id": "json_1", "json": {"a": 1}, "metadata": {}, "created_at": "2025-01-01T00:00:00.000Z",
+           "updated_at": "2025-01-01T00:00:00.000Z", "legacy": 7}  # fmt: skip
+    assert mem("import", "-", input=line("json", [], doc)).returncode == 0
+    r = mem("json", "list", "-n", "ns", "--fields", "memoryId,legacy")
+    assert r.returncode == 0 and orjson.loads(r.stdout) == {"memoryId": "json_1", "legacy": 7}, r
+
+
+# -- --min-score that is no number from 0 to 1 ------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "1.5", "-0.1"])
+def test_a_min_score_out_of_0_to_1_is_a_usage_error_saying_so(home, value):
+    r = mem("retrieve", f"--min-score={value}")
+    shown = repr(float(value))
+    expected = f"mem: error: Invalid value for '--min-score': must be a number from 0 to 1, not {shown} "
+    assert r.returncode == 2 and r.stderr.decode() == expected + "(see 'mem retrieve --help')\n", r
+
+
+@pytest.mark.parametrize("value", ["0", "1", "0.25"])
+def test_a_min_score_from_0_to_1_is_taken(home, value):
+    assert mem("retrieve", "--min-score", value).returncode == 0
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308, 2, -0.5])
+def test_a_min_score_out_of_0_to_1_on_the_wire_is_an_error_naming_it(service, value):
+    from a2e_mem.protocol import Protocol
+
+    wire = Protocol(service)
+
+    def ask(kind: str, **fields: object) -> dict:
+        return wire.handle(orjson.dumps({"type": kind, "id": "r1", "version": "1.0", "ts": 0.0, **fields}))
+
+    memory_id = ask("memory/init/req", namespace="ns", scope={})["memory_id"]
+    r = ask("memory/retrieve/req", memory_id=memory_id, min_score=value)
+    bound = "less than or equal to 1" if value > 1 else "greater than or equal to 0"
+    assert r["type"] == "error" and r["code"] == "schema_violation" and r["req_id"] == "r1", r
+    assert r["message"] == f"invalid memory/retrieve/req: min_score: Input should be {bound}", r
+
+
+def test_a_min_score_out_of_0_to_1_through_mcp_is_an_error_naming_it(home):
+    import asyncio
+
+    from tests.test_mcp import Calls, server
+
+    async def calls() -> None:
+        async with server() as client:
+            t = Calls(client)
+            await t.fails("memory_retrieve", "min_score must be a number from 0 to 1, not 1e+308", min_score=1e308)
+            await t.fails("memory_retrieve", "min_score must be a number from 0 to 1, not -0.5", min_score=-0.5)
+            await t.fails("memory_retrieve", "limit must be a whole number >= 0, not -1", limit=-1)
+
+    asyncio.run(calls())
+
+
+# -- --since / --until with a time of day, outside the years 1800 to 2099 ---------------------------
+
+OUT_OF_YEARS = ["2500-01-01", "2500-01-01T10:00", "0300-05-05 12:00", "1799-12-31T23:59:59Z", "2100-01-01T00:00Z"]
+
+
+@pytest.mark.parametrize("value", OUT_OF_YEARS)
+@pytest.mark.parametrize("command", [["retrieve"], ["episodic", "query", "--swarm", "s"]], ids=["retrieve", "events"])
+@pytest.mark.parametrize("what", ["since", "until"])
+def test_a_time_of_day_outside_the_years_read_is_refused_like_a_date_there(home, value, command, what):
+    r = mem(*command, f"--{what}", value)
+    assert r.returncode == 4, r
+    assert r.stderr.decode().startswith(f"mem: error: {what}: {value!r} is not a date: "), r
+    assert "years 1800 to 2099" in r.stderr.decode()
+
+
+@pytest.mark.parametrize("value", ["1800-01-01T00:00Z", "2099-12-31T23:59:59.999Z", "2099-12-31 12:00"])
+def test_a_time_of_day_inside_the_years_read_is_taken(home, value):
+    assert mem("retrieve", "--since", value).returncode == 0
+    assert mem("retrieve", "--until", value).returncode == 0
