@@ -183,3 +183,68 @@ def test_a_process_forked_after_a_query_still_answers_queries(home, monkeypatch)
         os.waitpid(pid, 0)
     assert done[0] == pid, "the forked child's query never returned"
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+def test_an_interrupted_query_still_waits_for_its_index_search(home, monkeypatch):
+    """Ctrl-C while the query waits for its index search (here: again and again) is raised only
+    once the search has ended."""
+    import signal
+    import threading
+    import time
+
+    import pytest
+
+    from a2e_mem.backends.files.index import Index
+
+    svc, s = indexed_store(home, monkeypatch)
+    nearest = Index.nearest
+    ended = threading.Event()
+
+    def slow(self, query, k):
+        time.sleep(0.4)
+        try:
+            return nearest(self, query, k)
+        finally:
+            ended.set()
+
+    def interrupt(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Index, "nearest", slow)
+    monkeypatch.setattr(search, "_bm25_weights", interrupt)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)  # interrupts the wait for the search too
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            svc.retrieve(s, limit=5, query="apple banana")
+        assert ended.is_set()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_query_while_the_interpreter_exits_is_answered(home, tmp_path):
+    """At exit Python shuts its thread pools down before atexit handlers and late threads run:
+    a query then searches the index on its own thread."""
+    import subprocess
+    import sys
+
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, t) for i, t in enumerate(sentences(300))])
+    svc.checkpoint()
+    svc.close()
+    script = tmp_path / "late.py"
+    script.write_text(
+        "import atexit, sys\n"
+        "from a2e_mem.backends.files import search\n"
+        "from a2e_mem.service import MemoryService\n"
+        "search.EXACT_MAX = 0\n"
+        "svc = MemoryService(sys.argv[1])\n"
+        "s = svc.scope('ns', 'a')\n"
+        "print('first', len(svc.retrieve(s, limit=3, query='apple banana')['entries']), flush=True)\n"
+        "atexit.register(lambda: print('at exit', len(svc.retrieve(s, limit=3, query='apple banana')['entries'])))\n"
+    )
+    done = subprocess.run([sys.executable, str(script), str(home)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["first 3", "at exit 3"], done.stdout + done.stderr

@@ -124,18 +124,18 @@ def search(
         # shard and embedding the query: only words rank it, as a shard not yet reindexed
         query_vector = np.zeros(shard.dim, dtype=np.float32)
     fetch = max(MIN_FETCH, FETCH_FACTOR * k)
-    asked = [_ask_index(part, query_vector, fetch, exhaustive) for part in live]
-    _let_start(asked)
+    asked: list[Asked | None] = []
     try:  # the index searches run while this thread scores the words and the other parts
+        for part in live:
+            asked.append(_ask_index(part, query_vector, fetch, exhaustive))
+        _let_start(asked)
         weights, avgdl = _bm25_weights(live, alive, query_terms(query_text))
         found: dict[int, Candidates] = {}
         for i in sorted(range(len(live)), key=lambda i: asked[i] is not None):
             found[i] = _scored(live[i], query_vector, weights, avgdl, asked[i])
         return [found[i] for i in range(len(live))]
-    finally:  # on an error too, no search of this query's indexes outlives it
-        for job in asked:
-            if job is not None and not job.near.cancel():
-                job.near.exception()  # waits for it
+    finally:  # on an error or an interrupt too: no search of this query's indexes outlives it
+        _finish(asked)
 
 
 @lru_cache(maxsize=64)
@@ -221,7 +221,12 @@ def _ask_index(part: Part, qvec: np.ndarray, fetch: int, exhaustive: bool) -> As
         started.set()
         return index.nearest(qvec, want)
 
-    return Asked(want, _worker().submit(nearest), started)
+    try:
+        near = _worker().submit(nearest)
+    except RuntimeError:  # the interpreter is exiting (its executors take no more work): search here
+        near = Future()
+        near.set_result(nearest())
+    return Asked(want, near, started)
 
 
 @dataclass
@@ -241,6 +246,20 @@ def _let_start(asked: list[Asked | None]) -> None:
     first = next((job for job in asked if job is not None), None)
     if first is not None:
         first.started.wait()
+
+
+def _finish(asked: list[Asked | None]) -> None:
+    """Wait until every index search of a query has ended (the caller may close the index next).
+    An interrupt (Ctrl-C) meanwhile is raised once they have."""
+    interrupted: BaseException | None = None
+    for job in asked:
+        while job is not None and not job.near.cancel() and not job.near.done():
+            try:
+                job.near.exception()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, after the wait
+                interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _worker() -> ThreadPoolExecutor:
