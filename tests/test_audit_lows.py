@@ -11,18 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from .test_audit_security import mem
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def mem(*args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "a2e_mem.cli.main", *args],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        input=input,
-        capture_output=True,
-        timeout=120,
-    )
 
 
 # -- import: a record of an unknown kind, or of a scope no shard of its kind has -----------------

@@ -114,6 +114,27 @@ def indexed_store(home, monkeypatch):
     return svc, s
 
 
+def slow_index_search(monkeypatch, seconds):
+    """Make every Annoy search take `seconds` more; the event is set when one has ended."""
+    import threading
+    import time
+
+    from a2e_mem.backends.files.index import Index
+
+    nearest = Index.nearest
+    ended = threading.Event()
+
+    def slow(self, query, k):
+        time.sleep(seconds)
+        try:
+            return nearest(self, query, k)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(Index, "nearest", slow)
+    return ended
+
+
 def test_an_error_of_the_index_search_reaches_the_caller(home, monkeypatch):
     import pytest
 
@@ -133,28 +154,15 @@ def test_a_failing_query_waits_for_its_index_search_before_it_returns(home, monk
     """The index search runs on a worker thread while the query scores the words; when the
     scoring fails, the query still returns only after the search ended (no search of a closed
     index can follow)."""
-    import threading
-    import time
 
     import pytest
 
-    from a2e_mem.backends.files.index import Index
-
     svc, s = indexed_store(home, monkeypatch)
-    nearest = Index.nearest
-    ended = threading.Event()
-
-    def slow(self, query, k):
-        time.sleep(0.3)
-        try:
-            return nearest(self, query, k)
-        finally:
-            ended.set()
+    ended = slow_index_search(monkeypatch, 0.3)
 
     def failing(*args):
         raise RuntimeError("scoring failed")
 
-    monkeypatch.setattr(Index, "nearest", slow)
     monkeypatch.setattr(search, "_bm25_weights", failing)
     with pytest.raises(RuntimeError, match="scoring failed"):
         svc.retrieve(s, limit=5, query="apple banana")
@@ -189,28 +197,15 @@ def test_an_interrupted_query_still_waits_for_its_index_search(home, monkeypatch
     """Ctrl-C while the query waits for its index search (here: again and again) is raised only
     once the search has ended."""
     import signal
-    import threading
-    import time
 
     import pytest
 
-    from a2e_mem.backends.files.index import Index
-
     svc, s = indexed_store(home, monkeypatch)
-    nearest = Index.nearest
-    ended = threading.Event()
-
-    def slow(self, query, k):
-        time.sleep(0.4)
-        try:
-            return nearest(self, query, k)
-        finally:
-            ended.set()
+    ended = slow_index_search(monkeypatch, 0.4)
 
     def interrupt(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Index, "nearest", slow)
     monkeypatch.setattr(search, "_bm25_weights", interrupt)
     previous = signal.signal(signal.SIGALRM, interrupt)
     signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)  # interrupts the wait for the search too
