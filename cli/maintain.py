@@ -26,18 +26,20 @@ def export(
 ) -> None:
     """Write a lossless, diffable NDJSON dump (sorted lines, sorted keys; expired entries and
     working tiers left out). A file is written readable by its owner only, like the store."""
-    from a2e_mem.paths import private_file
+    from a2e_mem.errors import Damaged
+    from a2e_mem.paths import private_output
 
     lines = state.service.export(namespace)
-    out = sys.stdout.buffer if output == "-" else private_file(output)
-    try:
+    if output == "-":
+        try:
+            for line in lines:
+                sys.stdout.buffer.write(line + b"\n")
+        finally:
+            sys.stdout.buffer.flush()
+        return
+    with private_output(output, keep_on=(Damaged,)) as out:  # a failed export keeps the old file
         for line in lines:
             out.write(line + b"\n")
-    finally:
-        if out is not sys.stdout.buffer:
-            out.close()
-        else:
-            out.flush()
 
 
 def import_(

@@ -423,11 +423,13 @@ class Memory(_Tiers):
         return _locked_lines(self._guard, iter(self.service.export(namespace)))
 
     def export_to(self, path: str | Path, namespace: str | None = None) -> int:
-        """Write `export` to a file readable by its owner only; returns the number of lines."""
-        from .paths import private_file
+        """Write `export` to a file readable by its owner only; returns the number of lines. The
+        file is replaced only once the export is whole: one that fails leaves the old file."""
+        from .errors import Damaged
+        from .paths import private_output
 
         count = 0
-        with private_file(path) as out:
+        with private_output(path, keep_on=(Damaged,)) as out:  # a failed export keeps the old file
             for line in self.export(namespace):
                 out.write(line + b"\n")
                 count += 1

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -80,6 +81,41 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def private_output(path: str | Path, keep_on: tuple[type[BaseException], ...] = ()) -> Iterator[BinaryIO]:
+    """`path` to write a dump to, mode 0600. A regular file (or a new one) is written beside it
+    and renamed over it only once the block ends: an export that fails midway (a server gone, a
+    crash) leaves the file that was there, last night's backup say, as it was. An exception of
+    `keep_on` still puts the file in place (a dump that is complete but for what it reports).
+    Anything else (/dev/stdout, a pipe) is written in place."""
+    target = Path(path)
+    if target.is_symlink():
+        target = target.resolve()
+    if target.exists() and not target.is_file():
+        with private_file(target) as out:
+            yield out
+        return
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    out = private_file(tmp)
+    try:
+        try:
+            yield out
+        except keep_on:
+            _put_in_place(out, tmp, target)
+            raise
+        _put_in_place(out, tmp, target)
+    finally:
+        out.close()
+        tmp.unlink(missing_ok=True)
+
+
+def _put_in_place(out: BinaryIO, tmp: Path, target: Path) -> None:
+    out.flush()
+    os.fsync(out.fileno())
+    os.replace(tmp, target)
+    fsync_dir(target.parent)
 
 
 def private_file(path: str | Path) -> BinaryIO:

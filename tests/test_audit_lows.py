@@ -54,6 +54,50 @@ def test_import_keeps_taking_every_kind_an_export_gives(home):
     assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 4, r
 
 
+SEMANTIC_DOC = {**ENTRY_DOC, "tier": "semantic"}
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (line("semantic", [], {**SEMANTIC_DOC, "content": "x" * 300_000}), b"line 3: key and content are 300"),
+        (line("semantic", [], {**SEMANTIC_DOC, "tags": "not a list"}), b"line 3: tags: "),
+        (line("semantic", [], ENTRY_DOC), b"line 3: a semantic record of tier 'episodic'"),
+    ],
+    ids=["too-big", "tags-not-a-list", "tier-not-its-kind"],
+)
+def test_import_refuses_an_entry_memory_store_would_refuse_before_writing_anything(home, bad, message):
+    """Found by an outside audit: the entries' own checks ran while writing, so the shards
+    before an invalid entry were written (and `--dry-run` said all was well)."""
+    good = line("kv", [], KV_DOC) + line("semantic", [], {**SEMANTIC_DOC, "id": '{"k":"y"}', "key": {"k": "y"}})
+    for dry in ([], ["--dry-run"]):
+        r = mem("import", "-", *dry, input=good + bad)
+        assert r.returncode == 4 and message in r.stderr, r
+    assert mem("export").stdout == b""
+
+
+def test_a_failed_export_to_a_file_leaves_the_file_that_was_there(tmp_path):
+    """Found by an outside audit: `mem export -o backup.ndjson` emptied the backup before it read
+    the store, and a store it could not reach left it empty."""
+    backup = tmp_path / "backup.ndjson"
+    backup.write_bytes(b"last night's dump\n")
+    unreachable = f"postgresql://nobody:secret@/postgres?host={tmp_path / 'no-server'}&connect_timeout=2"
+    r = mem("--store", unreachable, "export", "-o", str(backup))
+    assert r.returncode == 7, r
+    assert backup.read_bytes() == b"last night's dump\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["backup.ndjson"]  # no temporary file left
+
+
+def test_an_export_to_a_file_replaces_it_whole_and_private(home, tmp_path):
+    backup = tmp_path / "backup.ndjson"
+    backup.write_bytes(b"old\n" * 1000)
+    backup.chmod(0o644)
+    assert mem("import", "-", input=line("kv", [], KV_DOC)).returncode == 0
+    r = mem("export", "-o", str(backup))
+    assert r.returncode == 0, r
+    assert backup.read_bytes() == mem("export").stdout and backup.stat().st_mode & 0o777 == 0o600
+
+
 # -- a postgresql:// store without the pgvector package (or psycopg, already so) -----------------
 
 WITHOUT = "import sys; sys.modules[{!r}] = None; sys.argv[0] = 'mem'; from a2e_mem.cli.main import run; run()"

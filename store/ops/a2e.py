@@ -275,6 +275,11 @@ class A2E:
             progress(len(encoded), len(texts))
         return encoded
 
+    def entry_problems(self, namespace: str, entries: list[Any]) -> list[tuple[int, str]]:
+        """(index, reason) of each of `entries` that `store` would refuse as invalid (types, key,
+        nesting, size), without storing anything: the import checks every line before it writes."""
+        return self._validate(entries, self.config.for_namespace(namespace))[1]
+
     def _validate(
         self, entries: list[Any], limits: Limits
     ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]], list[tuple[int, str]]]:

@@ -12,7 +12,11 @@ namespace (`kinds.SCOPE_NAMES`). Expired entries are not exported, and neither a
 (a session's scratch pad, not the store's content). Import upserts each record as it is,
 timestamps included (A2E entries pass the same validation and limits as `memory/store`), so
 export -> import -> export gives back the same bytes. It checks every line before it writes
-anything, and refuses (`InvalidInput`, naming the line) one of another kind or scope shape.
+anything (`--dry-run` too), and refuses (`InvalidInput`, naming the line) one of another kind or
+scope shape, an A2E entry `memory/store` would refuse (a wrong type, too big) or one whose tier
+is not its kind. What it cannot know before writing is room: a namespace that fills up stops the
+import there, the shards written before kept (an import is an upsert: run it again once there
+is room).
 
 A damaged shard does not stop an export: its readable records are exported (see `salvage.py`)
 and, after the last line, `Damaged` names each damaged shard, so the CLI writes the whole dump
@@ -58,11 +62,15 @@ def export_records(backend: Backend, namespace: str | None = None) -> Iterator[b
 def import_records(backend: Backend, a2e: A2E, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:
     """Upsert every record; counts of new, changed and unchanged ones (nothing written if dry)."""
     counts = {"new": 0, "changed": 0, "unchanged": 0}
-    groups: dict[tuple[str, str, tuple[str, ...]], list[Record]] = {}
-    for record in _parse(lines):
+    groups: dict[tuple[str, str, tuple[str, ...]], list[tuple[int, Record]]] = {}
+    for number, record in _parse(lines):
         key = (record["namespace"], record["kind"], tuple(record["scope"]))
-        groups.setdefault(key, []).append(record["doc"])
-    for (namespace, kind, scope), docs in groups.items():
+        groups.setdefault(key, []).append((number, record["doc"]))
+    for (namespace, kind, _), numbered in groups.items():
+        if kind in A2E_TIERS:
+            _check_entries(a2e, namespace, kind, numbered)
+    for (namespace, kind, scope), numbered in groups.items():
+        docs = [doc for _, doc in numbered]
         collection = Collection(backend, namespace, kind, *scope, schema=schema_of(kind))
         for start in range(0, len(docs), COUNT_BATCH):  # a batch a read: one round trip on a database
             chunk = docs[start : start + COUNT_BATCH]
@@ -89,8 +97,24 @@ def _write(
             collection.put(*docs[start : start + 1000])
 
 
-def _parse(lines: Iterable[bytes | str]) -> Iterator[Record]:
-    """Every record, each checked (names, nesting) before the import writes anything."""
+def _check_entries(a2e: A2E, namespace: str, kind: str, numbered: list[tuple[int, Record]]) -> None:
+    """The A2E entries of one shard, checked as `memory/store` checks them (and in the tier their
+    kind names) before the import writes anything: an invalid one found while writing would
+    leave the records before it written."""
+    for number, doc in numbered:
+        if "tier" in doc and doc["tier"] != kind:
+            raise InvalidInput(
+                f"line {number}: {'an' if kind[0] in 'aeiou' else 'a'} {kind} record of tier {doc['tier']!r}"
+            )
+    problems = a2e.entry_problems(namespace, [public(doc) for _, doc in numbered])
+    if problems:
+        index, reason = problems[0]
+        raise InvalidInput(f"line {numbered[index][0]}: {reason}")
+
+
+def _parse(lines: Iterable[bytes | str]) -> Iterator[tuple[int, Record]]:
+    """Every record with its line number, each checked (names, nesting) before the import writes
+    anything."""
     for number, record in objects(lines):
         if not {"namespace", "kind", "scope", "doc"} <= record.keys():
             raise InvalidInput(f"line {number}: expected namespace, kind, scope and doc")
@@ -107,7 +131,7 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[Record]:
             serialised_size(record["doc"])  # a record too deep to store is refused before any write
         except InvalidInput as exc:
             raise InvalidInput(f"line {number}: {exc.message}") from None
-        yield record
+        yield number, record
 
 
 def _check_shape(kind: str, scope: list[str], number: int) -> None:
