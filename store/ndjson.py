@@ -14,6 +14,8 @@ from .errors import InvalidInput
 def objects(lines: Iterable[bytes | str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; `InvalidInput` naming the first bad line."""
     for number, line in enumerate(lines, 1):
+        if number == 1:
+            line = without_bom(line)  # a file an editor saved "with signature" starts with one
         if not line.strip():
             continue
         try:
@@ -23,3 +25,10 @@ def objects(lines: Iterable[bytes | str]) -> Iterator[tuple[int, dict[str, Any]]
         if not isinstance(value, dict):
             raise InvalidInput(f"line {number}: expected a JSON object")
         yield number, value
+
+
+def without_bom(line: bytes | str) -> bytes | str:
+    """`line` without a leading UTF-8 byte order mark."""
+    if isinstance(line, bytes):
+        return line.removeprefix(b"\xef\xbb\xbf")
+    return line.removeprefix("\ufeff")

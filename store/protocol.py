@@ -33,6 +33,7 @@ from .messages import (
     StoreRequest,
 )
 from .models import new_id
+from .ndjson import without_bom
 from .ops.a2e import SESSIONS_PER_CONNECTION, check_name
 from .service import MemoryService
 
@@ -68,7 +69,7 @@ class Protocol:
     def handle(self, line: bytes | str) -> dict[str, Any]:
         """The response to one request line. A leading UTF-8 byte order mark (which some Windows
         tools write) is not part of the message: without it the line is read as usual."""
-        line = _without_bom(line)
+        line = without_bom(line)
         try:
             data = jsontext.loads(line)
         except orjson.JSONDecodeError as exc:  # e.g. a lone surrogate (\ud800) in some string
@@ -192,16 +193,10 @@ class Protocol:
                 self.service.close_session(memory_id)
 
 
-def _without_bom(line: bytes | str) -> bytes | str:
-    if isinstance(line, bytes):
-        return line.removeprefix(b"\xef\xbb\xbf")
-    return line.removeprefix("\ufeff")
-
-
 def message_id(line: bytes | str) -> str:
     """The `id` of a request line, as `Protocol.handle` would answer it (for a line the server
     answers without handling it)."""
-    line = _without_bom(line)
+    line = without_bom(line)
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -214,7 +209,7 @@ def request_id(line: bytes | str) -> str:
     line starts like a message: `{`, then members whose values are plain JSON, `id` among them.
     Only the first ID_SCAN_BYTES are read; the client, which waits on `req_id`, then gets its
     error instead of a timeout. Without a string `id` in that prefix, the answer is ""."""
-    head = _without_bom(line)[:ID_SCAN_BYTES]
+    head = without_bom(line)[:ID_SCAN_BYTES]
     text = head.decode("utf-8", "surrogateescape") if isinstance(head, bytes) else head
     decoder, at = json.JSONDecoder(), _skip_space(text, 0)
     if not text.startswith("{", at):

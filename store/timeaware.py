@@ -476,7 +476,8 @@ def time_bound(value: Any, what: str, now: float) -> float | None:
         # "300 years ago" is read, but dates are the years 1800 to 2099 everywhere else
         return bound if FIRST_SECOND <= bound <= END_SECOND else _fail(text, what)
     try:
-        seconds = _iso_seconds(text) if text[:4].isdigit() and ("T" in text or " " in text) else _fail(text, what)
+        iso = text.upper()  # ISO 8601 (RFC 3339) lets a time say "t" and "z"
+        seconds = _iso_seconds(iso) if iso[:4].isdigit() and ("T" in iso or " " in iso) else _fail(text, what)
     except (ValueError, OverflowError):
         return _fail(text, what)
     return seconds if FIRST_SECOND <= seconds < END_SECOND else _fail(text, what)  # a time: the years of a date

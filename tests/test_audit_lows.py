@@ -255,3 +255,19 @@ def test_a_time_of_day_outside_the_years_read_is_refused_like_a_date_there(home,
 def test_a_time_of_day_inside_the_years_read_is_taken(home, value):
     assert mem("retrieve", "--since", value).returncode == 0
     assert mem("retrieve", "--until", value).returncode == 0
+
+
+def test_a_time_written_with_a_lowercase_t_and_z_bounds_as_the_uppercase_one(home):
+    """ISO 8601 (RFC 3339) allows "t" and "z"; an outside audit found them refused."""
+    from a2e_mem.timeaware import time_bound
+
+    assert time_bound("2026-11-30t23:00:00z", "since", 0.0) == time_bound("2026-11-30T23:00:00Z", "since", 0.0)
+    assert mem("retrieve", "--since", "2026-11-30t23:00z").returncode == 0
+
+
+def test_an_import_file_starting_with_a_byte_order_mark_is_read(home):
+    """An editor that saves "UTF-8 with signature" puts a BOM first; an outside audit found such a
+    file refused (`serve-stdio` already took one)."""
+    r = mem("import", "-", "--format", "json", input=b"\xef\xbb\xbf" + line("kv", [], KV_DOC))
+    assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 1, r
+    assert orjson.loads(mem("export").stdout)["doc"] == KV_DOC
