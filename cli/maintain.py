@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -30,7 +31,7 @@ def export(
     from a2e_mem.paths import private_output
 
     lines = state.service.export(namespace)
-    if output == "-":
+    if output == "-" or _is_stdout(output):  # /dev/stdout, /dev/fd/1: as the shell set it up (>>, pipes)
         try:
             for line in lines:
                 sys.stdout.buffer.write(line + b"\n")
@@ -40,6 +41,15 @@ def export(
     with private_output(output, keep_on=(Damaged,)) as out:  # a failed export keeps the old file
         for line in lines:
             out.write(line + b"\n")
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether `path` names the file this process's standard output is."""
+    try:
+        named, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return False
+    return (named.st_dev, named.st_ino) == (out.st_dev, out.st_ino)
 
 
 def import_(

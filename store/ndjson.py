@@ -14,8 +14,7 @@ from .errors import InvalidInput
 def objects(lines: Iterable[bytes | str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; `InvalidInput` naming the first bad line."""
     for number, line in enumerate(lines, 1):
-        if number == 1:
-            line = without_bom(line)  # a file an editor saved "with signature" starts with one
+        line = without_bom(line)  # an editor saving "with signature" starts a file with one (concatenated: any line)
         if not line.strip():
             continue
         try:

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -85,25 +86,35 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 @contextlib.contextmanager
 def private_output(path: str | Path, keep_on: tuple[type[BaseException], ...] = ()) -> Iterator[BinaryIO]:
-    """`path` to write a dump to, mode 0600. A regular file (or a new one) is written beside it
-    and renamed over it only once the block ends: an export that fails midway (a server gone, a
-    crash) leaves the file that was there, last night's backup say, as it was. An exception of
-    `keep_on` still puts the file in place (a dump that is complete but for what it reports).
-    Anything else (/dev/stdout, a pipe) is written in place."""
+    """`path` to write a dump to, mode 0600. A regular file (or a new one) is written to a
+    temporary file beside it, renamed over it only once the block ends: an export that fails
+    midway (a server gone, a crash) leaves the file that was there, last night's backup say, as
+    it was. An exception of `keep_on` (a dump complete but for what it reports) puts the new file
+    in place only where there was none: it never replaces a file that may hold more. A symlink
+    (`/dev/stdout` too), a device or a pipe is written in place, as is a file in a folder this
+    process may not write to."""
     target = Path(path)
-    if target.is_symlink():
-        target = target.resolve()
-    if target.exists() and not target.is_file():
+    if target.is_symlink() or (target.exists() and not target.is_file()):
         with private_file(target) as out:
             yield out
         return
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    out = private_file(tmp)
+    existed = target.exists()
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except PermissionError:  # a writable file in a folder we may not write to: in place
+        with private_file(target) as out:
+            yield out
+        return
+    except OSError as exc:  # name the file asked for, not the temporary one
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
+    tmp = Path(name)
+    out = os.fdopen(fd, "wb")
     try:
         try:
             yield out
         except keep_on:
-            _put_in_place(out, tmp, target)
+            if not existed:
+                _put_in_place(out, tmp, target)
             raise
         _put_in_place(out, tmp, target)
     finally:

@@ -271,3 +271,59 @@ def test_an_import_file_starting_with_a_byte_order_mark_is_read(home):
     r = mem("import", "-", "--format", "json", input=b"\xef\xbb\xbf" + line("kv", [], KV_DOC))
     assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 1, r
     assert orjson.loads(mem("export").stdout)["doc"] == KV_DOC
+
+
+# -- export -o: what a final outside audit found -------------------------------------------------
+
+
+def test_an_export_to_dev_stdout_appends_where_the_shell_points_it(home, tmp_path):
+    """`-o /dev/stdout` resolved to the file stdout was, and replaced it: `>>` lost what it held."""
+    assert mem("import", "-", input=line("kv", [], KV_DOC)).returncode == 0
+    log = tmp_path / "log.ndjson"
+    log.write_bytes(b"kept\n")
+    with log.open("ab") as out:
+        r = subprocess.run([sys.executable, "-m", "a2e_mem.cli.main", "export", "-o", "/dev/stdout"], stdout=out,
+                           stderr=subprocess.PIPE, cwd=ROOT, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert log.read_bytes() == b"kept\n" + mem("export").stdout
+
+
+def test_an_export_to_a_pipe_named_by_dev_stdout_is_written():
+    r = subprocess.run(f"{sys.executable} -m a2e_mem.cli.main export -o /dev/stdout | cat", shell=True,
+                       capture_output=True, cwd=ROOT, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_dump_that_reports_damage_never_replaces_a_file_but_fills_a_new_one(tmp_path):
+    from a2e_mem.errors import Damaged
+    from a2e_mem.paths import private_output
+
+    backup = tmp_path / "backup.ndjson"
+    backup.write_bytes(b"whole\n")
+    for path in (backup, tmp_path / "new.ndjson"):
+        with pytest.raises(Damaged), private_output(path, keep_on=(Damaged,)) as out:
+            out.write(b"salvaged\n")
+            raise Damaged("the store is damaged")
+    assert backup.read_bytes() == b"whole\n"
+    assert (tmp_path / "new.ndjson").read_bytes() == b"salvaged\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.ndjson", "new.ndjson"]
+
+
+def test_the_temporary_file_of_an_export_is_not_one_a_planted_link_names(tmp_path):
+    """The temporary name was predictable (`.FILE.<pid>.tmp`) and opened without O_EXCL: a link
+    planted there sent the dump into another file."""
+    from a2e_mem.paths import private_output
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"mine\n")
+    (tmp_path / f".dump.{os.getpid()}.tmp").symlink_to(victim)
+    with private_output(tmp_path / "dump") as out:
+        out.write(b"dump\n")
+    assert victim.read_bytes() == b"mine\n" and (tmp_path / "dump").read_bytes() == b"dump\n"
+
+
+def test_byte_order_marks_of_concatenated_files_are_read(home):
+    bom = b"\xef\xbb\xbf"
+    two = {**KV_DOC, "id": "k2", "key": "k2"}
+    r = mem("import", "-", "--format", "json", input=bom + line("kv", [], KV_DOC) + bom + line("kv", [], two))
+    assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 2, r
