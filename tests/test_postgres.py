@@ -575,6 +575,39 @@ def test_the_vector_column_and_its_index_come_with_the_first_vectors(db, pg_url)
     assert db.doctor() == []
 
 
+def test_an_index_finished_after_its_builder_ended_is_adopted_not_built_again(db, pg_url, monkeypatch):
+    """A server that exits (or a builder that is killed) while its CREATE INDEX CONCURRENTLY runs
+    leaves the statement running in PostgreSQL; it completes with nobody left to record it. The
+    next build records that index rather than building the same one again."""
+    indexes = "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'mem_records_vec%%' ORDER BY 1"
+    put(db, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(3)])
+    assert db.checkpoint() == 1
+    put(db, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(3, 6)])
+    (upto,) = admin_sql(pg_url, "SELECT max(seq) FROM mem_records")[0]
+    orphan = f"mem_records_vec_{upto}"  # what the interrupted build made, as `build_vector_index` makes it
+    admin_sql(
+        pg_url,
+        f"CREATE INDEX {orphan} ON mem_records USING hnsw (vec vector_cosine_ops) "
+        f"WITH (m = 16, ef_construction = 64) WHERE seq <= {upto}",
+    )
+    newer = f"mem_records_vec_{upto + 1}"  # a newer build that failed: invalid, never adopted
+    admin_sql(pg_url, f"CREATE INDEX {newer} ON mem_records (id)")
+    admin_sql(pg_url, f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{newer}'::regclass")
+    builds = []
+    monkeypatch.setattr(sch, "build_vector_index", lambda *args, **kw: builds.append(args))
+    assert db.build_index()  # not due by its row count: it adopts
+    assert builds == []
+    assert admin_sql(pg_url, indexes) == [(orphan,)]  # the older index and the invalid one dropped
+    assert admin_sql(pg_url, "SELECT value FROM mem_meta WHERE key = 'vector_index'") == [({"upto": upto, "dim": 64},)]
+    (row,) = [r for r in db.stats("ns") if r["kind"] == "semantic"]
+    assert (row["indexed"], row["pending"]) == (6, 0)
+    found = db.scope("ns", "semantic", schema="entries").search(
+        clock.now(), Filters(), np.asarray(db.embed([TEXTS[4]])[0]), "", k=3
+    )
+    assert "e4" in ids(found)
+    assert not db.build_index()  # nothing left to adopt or to build
+
+
 def test_sql_bm25_leaders_rank_as_the_python_formula(db):
     from a2e_mem.lexical import idf
 

@@ -288,11 +288,12 @@ class PostgresBackend(Backend):
             try:
                 self._read_meta(conn)
                 dim = int(self._recorded["dim"])  # type: ignore[index]
+                adopted = self._vector_dim == dim and self._adopt_finished_build(conn, dim)
                 upto = conn.execute("SELECT coalesce(max(seq), 0) FROM mem_records").fetchone()[0]
                 current = self._index or {}
                 same = current.get("dim") == dim and int(current.get("upto", 0)) >= upto
                 if same or self._vector_dim != dim or not (force or self.index_due(conn)):
-                    return False
+                    return adopted
                 leftovers = [name for name, valid in sch.vector_indexes(conn) if not valid]
                 for name in leftovers:  # an interrupted build's invalid index
                     sch.drop_vector_indexes_named(conn, [name])
@@ -302,6 +303,18 @@ class PostgresBackend(Backend):
                 return True
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s, %s)", sch.BUILD_LOCK)
+
+    def _adopt_finished_build(self, conn: Any, dim: int) -> bool:
+        """Record an index that a build finished after its process ended (`schema.finished_build`)
+        instead of building it again, and drop the older ones. Returns whether it adopted one."""
+        upto = sch.finished_build(conn, int((self._index or {}).get("upto", 0)))
+        if upto is None:
+            return False
+        sch.record_vector_index(conn, upto, dim)
+        sch.drop_vector_indexes(conn, keep=sch.index_name(upto), concurrently=True)
+        self._read_meta(conn)
+        logger("postgres").info("adopted the HNSW index of rows up to %d, finished after its builder ended", upto)
+        return True
 
     def _build_in_background(self) -> None:
         """A long-lived server builds the index in a thread, one at a time."""

@@ -238,7 +238,6 @@ def build_vector_index(conn: Any, upto: int, dim: int, concurrently: bool) -> No
     searched exactly until the next build), recorded in mem_meta as "vector_index". CONCURRENTLY
     (outside a transaction) lets reads and writes go on during the build."""
     from psycopg import sql
-    from psycopg.types.json import Jsonb
 
     conn.execute("SET maintenance_work_mem = '256MB'")
     conn.execute(
@@ -254,11 +253,31 @@ def build_vector_index(conn: Any, upto: int, dim: int, concurrently: bool) -> No
         )
     )
     conn.execute("RESET maintenance_work_mem")
+    record_vector_index(conn, upto, dim)
+
+
+def record_vector_index(conn: Any, upto: int, dim: int) -> None:
+    """Make the index of the rows with `seq <= upto` the one searches use (mem_meta "vector_index")."""
+    from psycopg.types.json import Jsonb
+
     conn.execute(
         "INSERT INTO mem_meta (key, value) VALUES ('vector_index', %s) ON CONFLICT (key) DO UPDATE "
         "SET value = EXCLUDED.value",
         [Jsonb({"upto": int(upto), "dim": int(dim)})],
     )
+
+
+def finished_build(conn: Any, recorded_upto: int) -> int | None:
+    """The watermark of the newest valid HNSW index above `recorded_upto`: a build whose
+    CREATE INDEX ended after its process did (a server that exited, a builder killed: the
+    statement runs on in PostgreSQL, and completes, but nobody is left to record it). Called
+    under BUILD_LOCK, so no build is under way and the index was made on the column as it is."""
+    prefix = f"{VECTOR_INDEX}_"
+    uptos = [
+        int(name[len(prefix) :]) for name, valid in vector_indexes(conn) if valid and name[len(prefix) :].isdigit()
+    ]
+    newer = [upto for upto in uptos if upto > recorded_upto]
+    return max(newer) if newer else None
 
 
 def drop_vector_indexes(conn: Any, keep: str | None, concurrently: bool) -> None:
