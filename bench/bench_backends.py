@@ -27,7 +27,10 @@ For each size N and each backend, through public tools only:
    entry per request, as fast as the acknowledgements come back, for `--write-seconds`, into
    the namespace of the loaded store (a copy of it). Acknowledged writes per second in total,
    then a count proves every acknowledged write is there. Once into one shared namespace, once
-   into 8 namespaces (one each).
+   into 8 namespaces (one each). Beside it, the CPU time (user + system, from /proc) of the 8
+   `mem` processes and of the PostgreSQL server's processes (when the server runs on this
+   machine) per acknowledged write, and how many of the machine's cores were busy in all
+   (those, this script and the server): on one machine, writers and server share its cores.
 
 Times are wall-clock, through the processes users run; a machine busy with other work shows it.
 """
@@ -81,6 +84,42 @@ def shown_url(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (None: no such process here)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes `pids` used so far (Linux /proc; 0 elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    fields = [_stat(pid) for pid in pids]
+    return sum(int(f[11]) + int(f[12]) for f in fields if f) / ticks
+
+
+def cpu_now(mem_pids: list[int], server_pids: list[int]) -> tuple[float, float, float]:
+    """CPU seconds so far of the mem processes, the server's, and this script's."""
+    return cpu_seconds(mem_pids), cpu_seconds(server_pids), sum(os.times()[:2])
 
 
 def with_database(url: str, name: str) -> str:
@@ -143,6 +182,18 @@ class Postgres:
             self._query("CREATE EXTENSION IF NOT EXISTS vector", url)
         except psycopg.Error as exc:
             print(f"# CREATE EXTENSION vector failed ({type(exc).__name__}): left to the backend", file=sys.stderr)
+
+    def local_pids(self) -> list[int]:
+        """The server's processes (postmaster and children) when it runs on this machine, found
+        from a backend's parent; none for a remote server."""
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:  # its backend lives while we look
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+            postmaster = _parent(backend)
+            if postmaster is None or _comm(backend) != "postgres":  # not a process here: another machine
+                return []
+        return [postmaster, *(pid for pid in _pids() if _parent(pid) == postmaster)]
 
     def pgvector_version(self, url: str) -> str:
         return self._query("SELECT coalesce(max(extversion), 'none') FROM pg_extension WHERE extname = 'vector'", url)
@@ -356,17 +407,27 @@ def writers_figure(stores: Stores, loaded: Store, seconds: float, shared: bool) 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
     for thread in threads:
         thread.start()
+    mem_pids = [client.proc.pid for client, _ in clients]
+    server_pids = stores.postgres.local_pids() if store.url and stores.postgres else []
+    cpu_before = cpu_now(mem_pids, server_pids)
     began = time.perf_counter()
     clock_box["deadline"] = began + seconds
     start.wait()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
+    cpu_used = [b - a for a, b in zip(cpu_before, cpu_now(mem_pids, server_pids), strict=True)]
     for client, _ in clients:
         client.close()
     timed = sum(acked) - WRITERS
     lost = before + sum(acked) - live_entries(store, sorted(set(namespaces)))
-    return {f"writers {label} acked/s": timed / elapsed, f"writers {label} lost": float(lost)}
+    figures = {f"writers {label} acked/s": timed / elapsed, f"writers {label} lost": float(lost)}
+    per_write = 1000 / max(timed, 1)
+    figures[f"writers {label} mem cpu ms"] = cpu_used[0] * per_write
+    if server_pids:
+        figures[f"writers {label} pg cpu ms"] = cpu_used[1] * per_write
+    figures[f"writers {label} cores busy"] = sum(cpu_used) / elapsed
+    return figures
 
 
 def _entry(writer: int, j: int) -> dict:
@@ -407,8 +468,17 @@ ROWS = [  # (label, figure, format, target, meets(value) or None)
     ("  (how the shipped search found them)", "recall path", "{}", "", None),
     ("8 writers, one namespace, acked writes/s", "writers shared acked/s", "{:.0f}", ">= 3x files", None),
     ("  (acknowledged writes missing after)", "writers shared lost", "{:.0f}", "0", lambda v: v == 0),
+    *(
+        (f"  ({what})", f"writers shared {figure}", fmt, "", None)
+        for what, figure, fmt in (
+            ("CPU ms a write, the 8 mem processes", "mem cpu ms", "{:.2f}"),
+            ("CPU ms a write, the PostgreSQL server", "pg cpu ms", "{:.2f}"),
+            ("CPU cores busy, with this script", "cores busy", "{:.2f}"),
+        )
+    ),
     ("8 writers, a namespace each, acked writes/s", "writers own acked/s", "{:.0f}", "", None),
     ("  (acknowledged writes missing after)", "writers own lost", "{:.0f}", "0", lambda v: v == 0),
+    ("  (CPU cores busy, with this script)", "writers own cores busy", "{:.2f}", "", None),
     ("bulk load through `mem import`, entries/s", "import entries/s", "{:.0f}", ">= 2,000", lambda v: v >= 2000),
     ("  (`mem import` wall s)", "import s", "{:.1f}", "", None),
     ("  (`mem gc` after the import, s)", "gc after import s", "{:.1f}", "", None),

@@ -10,6 +10,7 @@ from a2e_mem.backends.base import Filters
 from a2e_mem.service import MemoryService
 from bench.bench_backends import export_file, shown_url, top_ids, with_database
 from bench.bench_quality import print_comparison
+from tests.pg import pg_server, pg_url  # noqa: F401 (fixtures)
 
 
 def test_generated_export_is_what_mem_export_writes(tmp_path: Path) -> None:
@@ -57,3 +58,15 @@ def test_quality_comparison_flags_a_gap_over_two_points(capsys) -> None:  # type
     out = capsys.readouterr().out
     assert "at hit@5, all questions: yes (+1.0 points behind)" in out
     assert "at hit@10, all questions: NO (+3.0 points behind)" in out
+
+
+def test_cpu_accounting_finds_the_servers_processes_on_this_machine(tmp_path: Path, pg_url) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    import os
+
+    from bench.bench_backends import Postgres, cpu_seconds
+
+    server = Postgres(pg_url, tmp_path)
+    pids = server.local_pids()
+    assert pids and all(Path(f"/proc/{pid}/comm").read_text().strip() == "postgres" for pid in pids)
+    assert cpu_seconds(pids) > 0
+    assert cpu_seconds([os.getpid(), 2**22 + 12345]) == cpu_seconds([os.getpid()])  # a pid not running adds 0
