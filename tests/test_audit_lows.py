@@ -327,3 +327,29 @@ def test_byte_order_marks_of_concatenated_files_are_read(home):
     two = {**KV_DOC, "id": "k2", "key": "k2"}
     r = mem("import", "-", "--format", "json", input=bom + line("kv", [], KV_DOC) + bom + line("kv", [], two))
     assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 2, r
+
+
+# -- a FILE given as the empty string ----------------------------------------------------------------
+
+
+@pytest.mark.files_only  # refused before a store is opened
+@pytest.mark.parametrize(
+    "args, culprit, stream",
+    [
+        (["export", "-o", ""], "'--output' / '-o'", "stdout"),
+        (["export", "--output="], "'--output' / '-o'", "stdout"),
+        (["import", ""], "'source'", "stdin"),
+        (["kg", "import", ""], "'path'", "stdin"),
+        (["markdown", "save", ""], "'source'", "stdin"),
+        (["markdown", "update", "markdown_1", ""], "'source'", "stdin"),
+    ],
+    ids=["export-o", "export-output=", "import", "kg-import", "markdown-save", "markdown-update"],
+)
+def test_an_empty_file_name_is_a_usage_error_naming_its_parameter(home, args, culprit, stream):
+    """Found by an outside audit: `mem export -o ''` exited 1 with "Is a directory (.)", the
+    commands reading a FILE exited 4 with "cannot read : Is a directory"."""
+    r = mem(*args)
+    command = " ".join(args[: 2 if args[0] in ("kg", "markdown") else 1])
+    expected = f"mem: error: Invalid value for {culprit}: an empty file name: name a file, or - for {stream} "
+    assert r.returncode == 2 and r.stderr.decode() == expected + f"(see 'mem {command} --help')\n", r
+    assert r.stdout == b""
