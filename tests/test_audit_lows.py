@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -353,3 +355,42 @@ def test_an_empty_file_name_is_a_usage_error_naming_its_parameter(home, args, cu
     expected = f"mem: error: Invalid value for {culprit}: an empty file name: name a file, or - for {stream} "
     assert r.returncode == 2 and r.stderr.decode() == expected + f"(see 'mem {command} --help')\n", r
     assert r.stdout == b""
+
+
+# -- export -o FILE stopped midway by SIGTERM or Ctrl-C ----------------------------------------------
+
+
+@pytest.fixture
+def big_store(home):
+    """A store whose export takes a while (about a second on an idle machine): still writing when
+    the test has seen its temporary file."""
+    from a2e_mem.service import MemoryService
+
+    docs = ({**KV_DOC, "id": f"k{i}", "key": f"k{i}", "value": "v" * 200} for i in range(40_000))
+    svc = MemoryService(home)
+    try:
+        assert svc.import_records([line("kv", [], doc) for doc in docs])["new"] == 40_000
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_an_export_stopped_midway_removes_its_temporary_file_and_keeps_the_file(big_store, tmp_path, signum, code):
+    """Found by an outside audit: SIGTERM ended `mem export -o FILE` on the spot, leaving the
+    temporary file beside FILE (Ctrl-C already unwound and removed it)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    backup = out / "backup.ndjson"
+    backup.write_bytes(b"last night's dump\n")
+    proc = subprocess.Popen([sys.executable, "-m", "a2e_mem.cli.main", "export", "-o", str(backup)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        while proc.poll() is None and not list(out.glob(".backup.ndjson.*.tmp")):
+            time.sleep(0.001)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, (proc.returncode, stderr)
+    assert stdout == b"" and backup.read_bytes() == b"last night's dump\n"
+    assert [p.name for p in out.iterdir()] == ["backup.ndjson"]  # the temporary file is gone
