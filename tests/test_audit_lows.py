@@ -394,3 +394,26 @@ def test_an_export_stopped_midway_removes_its_temporary_file_and_keeps_the_file(
     assert proc.returncode == code, (proc.returncode, stderr)
     assert stdout == b"" and backup.read_bytes() == b"last night's dump\n"
     assert [p.name for p in out.iterdir()] == ["backup.ndjson"]  # the temporary file is gone
+
+
+# -- import: one record on two lines ------------------------------------------------------------------
+
+
+def test_a_record_on_two_lines_of_an_import_is_one_record_the_last_line_replacing_the_first(home):
+    """Found by an outside audit: the same entry twice in FILE was counted as two new ones, the
+    store then holding one (the last). Counted now is what the store ends with."""
+    episodic = {**ENTRY_DOC, "key": {"k": "x"}}
+    semantic = {**SEMANTIC_DOC, "id": '{"k": "x"}'}  # the same key: the canonical id is '{"k":"x"}'
+    data = (line("kv", [], KV_DOC) + line("kv", [], {**KV_DOC, "value": "w"})
+            + line("episodic", ["alice"], episodic) + line("episodic", ["alice"], {**episodic, "content": "d"})
+            + line("episodic", ["bob"], episodic)  # another scope: another record
+            + line("semantic", [], SEMANTIC_DOC) + line("semantic", [], {**semantic, "content": "s"}))  # fmt: skip
+    dry = mem("import", "-", "--dry-run", "--format", "json", input=data)
+    assert dry.returncode == 0 and orjson.loads(dry.stdout)["new"] == 4, dry
+    r = mem("import", "-", "--format", "json", input=data)
+    assert r.returncode == 0, r
+    assert orjson.loads(r.stdout) == {"new": 4, "changed": 0, "unchanged": 0, "dry_run": False}
+    docs = [orjson.loads(record)["doc"] for record in mem("export").stdout.splitlines()]
+    assert [doc.get("value") or doc["content"] for doc in docs] == ["d", "c", "w", "s"]
+    again = mem("import", "-", "--format", "json", input=data)
+    assert orjson.loads(again.stdout) == {"new": 0, "changed": 0, "unchanged": 4, "dry_run": False}, again
