@@ -417,3 +417,24 @@ def test_a_record_on_two_lines_of_an_import_is_one_record_the_last_line_replacin
     assert [doc.get("value") or doc["content"] for doc in docs] == ["d", "c", "w", "s"]
     again = mem("import", "-", "--format", "json", input=data)
     assert orjson.loads(again.stdout) == {"new": 0, "changed": 0, "unchanged": 4, "dry_run": False}, again
+
+
+# -- retrieve --fields explain without --explain --------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["json", "ndjson", "table"])
+def test_fields_naming_explain_turns_explain_on(home, fmt):
+    """Found by an outside audit: `mem retrieve --fields explain` without `--explain` printed a
+    column of nulls."""
+    assert mem("store", "--tier", "semantic", "-k", "k=1", "hello world").returncode == 0
+    r = mem("retrieve", "-q", "hello", "--fields", "key, explain", "--format", fmt)
+    assert r.returncode == 0, r
+    if fmt == "table":  # a header, then the row: the key, then the explanation (cut to the width)
+        header, row = r.stdout.decode().splitlines()
+        assert header.split() == ["key", "explain"] and row.split()[0] == '{"k":"1"}', r
+        assert row.split()[1].startswith('{"vector":'), r
+        return
+    shown = orjson.loads(r.stdout)
+    shown = shown[0] if fmt == "json" else shown
+    explained = orjson.loads(mem("retrieve", "-q", "hello", "--explain", "--format", "ndjson").stdout)["explain"]
+    assert shown == {"key": {"k": "1"}, "explain": explained} and explained["path"], r
