@@ -5,7 +5,8 @@ escapes" (`b"\\xff"` becomes `"\\udcff"`). Such a string can name a file, but it
 every name and value ends up in JSON. So every text parameter (argument, option, or the `MEM_*`
 variable behind it) is checked first, and a bad one is a one-line error naming it (exit 4),
 before the store is opened, so that a refused command leaves nothing on disk. File names are
-the exception: they go to the operating system as the bytes they were.
+the exception: they go to the operating system as the bytes they were. An empty file name is a
+usage error naming its parameter (exit 2): it names no file (the OS read it as the current folder).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def guard_text_parameters(command: Any, path: str) -> None:
 
     def checked_invoke(ctx: Any) -> Any:
         for param in command.params:
-            if param.name and (path, param.name) not in FILE_PARAMETERS:
+            if (path, param.name) in FILE_PARAMETERS:
+                refuse_empty_file_name(ctx, param, ctx.params.get(param.name))
+            elif param.name:
                 refuse_undecodable(ctx, param, ctx.params.get(param.name))
         if "fmt" in ctx.params:  # a bad --format (or MEM_FORMAT) is refused before, not after, a write
             from .output import resolve_format
@@ -52,6 +55,15 @@ def refuse_undecodable(ctx: Any, param: Any, value: Any) -> None:
         if isinstance(text, str) and not is_utf8(text):
             value_shown = "" if "secret" in param.name else f": {shown(text)}"  # never echo a secret
             invalid_input(f"{culprit(ctx, param)} is not valid UTF-8{value_shown}")
+
+
+def refuse_empty_file_name(ctx: Any, param: Any, value: Any) -> None:
+    """A usage error (exit 2) if a parameter naming a file is given as the empty string."""
+    if value == "":
+        import typer
+
+        stream = "stdout" if param.name == "output" else "stdin"
+        raise typer.BadParameter(f"an empty file name: name a file, or - for {stream}", ctx=ctx, param=param)
 
 
 def is_utf8(text: str) -> bool:

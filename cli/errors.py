@@ -1,8 +1,9 @@
 """Turning failures into one stderr line and a documented exit code.
 
     0 ok   1 runtime error   2 usage error   3 not found   4 invalid input   5 store full
-    6 unauthorized   7 store unavailable   141 stdout closed by its reader (quietly, as a shell
-    reports a tool that SIGPIPE ended)
+    6 unauthorized   7 store unavailable   130 interrupted (Ctrl-C, SIGINT)   141 stdout closed
+    by its reader (quietly, as a shell reports a tool that SIGPIPE ended)   143 ended by SIGTERM
+    (`mem export -o FILE`, which removes its temporary file first; elsewhere the default: killed)
 
 `MEM_DEBUG=1` prints the traceback as well.
 """
@@ -16,6 +17,7 @@ from typing import NoReturn
 
 EXIT_USAGE = 2
 EXIT_PIPE = 141  # 128 + SIGPIPE
+EXIT_TERM = 143  # 128 + SIGTERM
 EXIT_INVALID = 4
 
 

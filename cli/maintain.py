@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +14,7 @@ import typer
 
 from .arguments import shown
 from .context import state
-from .errors import CliError, invalid_input
+from .errors import EXIT_TERM, CliError, invalid_input
 from .options import Fields, Format, fields_list
 from .output import emit, emit_one, note
 from .progress import progress
@@ -38,9 +41,26 @@ def export(
         finally:
             sys.stdout.buffer.flush()
         return
-    with private_output(output, keep_on=(Damaged,)) as out:  # a failed export keeps the old file
+    with _terminated_exits(), private_output(output, keep_on=(Damaged,)) as out:  # a failed export keeps the old file
         for line in lines:
             out.write(line + b"\n")
+
+
+@contextlib.contextmanager
+def _terminated_exits() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C (exit 143 = 128 + SIGTERM, as a shell reports a tool it ended):
+    by default it ends the process on the spot, leaving the temporary file of `-o FILE` behind."""
+
+    def exit_terminated(signum: int, frame: object) -> None:
+        raise SystemExit(EXIT_TERM)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous != signal.SIG_IGN:  # a SIGTERM ignored by whoever started mem stays ignored
+        signal.signal(signal.SIGTERM, exit_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _is_stdout(path: str) -> bool:

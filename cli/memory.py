@@ -16,6 +16,7 @@ from .options import (
     Limit,
     Namespace,
     SessionId,
+    field_names,
     fields_list,
     parse_key,
     parse_value,
@@ -124,7 +125,9 @@ def retrieve(
     namespace: Namespace = "default",
     agent: Agent = "default",
     session: SessionId = None,
-    explain: Annotated[bool, typer.Option("--explain", help="Show why each hit ranked.")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each hit ranked (implied by --fields naming explain).")
+    ] = False,
     since: Annotated[
         str | None,
         typer.Option(
@@ -141,6 +144,7 @@ def retrieve(
 ) -> None:
     """Find entries by query, key, tag, tier and time (all given filters must match), best first."""
     keys = [parse_key(key)] if key else []
+    explain = explain or "explain" in field_names(fields)  # asking for the field is asking for it
     result = state.service.retrieve(
         scope(namespace, agent, session),
         keys=keys,

@@ -57,12 +57,17 @@ def fields_list(fields: str | None, known: Sequence[str], records: Sequence[dict
     brought with a field of its own). Another is a usage error listing them, not a column of nulls."""
     if not fields:
         return None
-    names = [f.strip() for f in fields.split(",") if f.strip()]
+    names = field_names(fields)
     valid = dict.fromkeys([*known, *(name for record in records for name in record)])
     unknown = [name for name in names if name not in valid]
     if unknown:
         usage_error(f"--fields: unknown field {unknown[0]!r} (valid: {', '.join(valid)})")
     return names
+
+
+def field_names(fields: str | None) -> list[str]:
+    """The names a `--fields` value lists (none when it is not given)."""
+    return [f.strip() for f in (fields or "").split(",") if f.strip()]
 
 
 def parse_value(text: str, what: str) -> Any:

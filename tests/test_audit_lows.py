@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -327,3 +329,112 @@ def test_byte_order_marks_of_concatenated_files_are_read(home):
     two = {**KV_DOC, "id": "k2", "key": "k2"}
     r = mem("import", "-", "--format", "json", input=bom + line("kv", [], KV_DOC) + bom + line("kv", [], two))
     assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 2, r
+
+
+# -- a FILE given as the empty string ----------------------------------------------------------------
+
+
+@pytest.mark.files_only  # refused before a store is opened
+@pytest.mark.parametrize(
+    "args, culprit, stream",
+    [
+        (["export", "-o", ""], "'--output' / '-o'", "stdout"),
+        (["export", "--output="], "'--output' / '-o'", "stdout"),
+        (["import", ""], "'source'", "stdin"),
+        (["kg", "import", ""], "'path'", "stdin"),
+        (["markdown", "save", ""], "'source'", "stdin"),
+        (["markdown", "update", "markdown_1", ""], "'source'", "stdin"),
+    ],
+    ids=["export-o", "export-output=", "import", "kg-import", "markdown-save", "markdown-update"],
+)
+def test_an_empty_file_name_is_a_usage_error_naming_its_parameter(home, args, culprit, stream):
+    """Found by an outside audit: `mem export -o ''` exited 1 with "Is a directory (.)", the
+    commands reading a FILE exited 4 with "cannot read : Is a directory"."""
+    r = mem(*args)
+    command = " ".join(args[: 2 if args[0] in ("kg", "markdown") else 1])
+    expected = f"mem: error: Invalid value for {culprit}: an empty file name: name a file, or - for {stream} "
+    assert r.returncode == 2 and r.stderr.decode() == expected + f"(see 'mem {command} --help')\n", r
+    assert r.stdout == b""
+
+
+# -- export -o FILE stopped midway by SIGTERM or Ctrl-C ----------------------------------------------
+
+
+@pytest.fixture
+def big_store(home):
+    """A store whose export takes a while (about a second on an idle machine): still writing when
+    the test has seen its temporary file."""
+    from a2e_mem.service import MemoryService
+
+    docs = ({**KV_DOC, "id": f"k{i}", "key": f"k{i}", "value": "v" * 200} for i in range(40_000))
+    svc = MemoryService(home)
+    try:
+        assert svc.import_records([line("kv", [], doc) for doc in docs])["new"] == 40_000
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_an_export_stopped_midway_removes_its_temporary_file_and_keeps_the_file(big_store, tmp_path, signum, code):
+    """Found by an outside audit: SIGTERM ended `mem export -o FILE` on the spot, leaving the
+    temporary file beside FILE (Ctrl-C already unwound and removed it)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    backup = out / "backup.ndjson"
+    backup.write_bytes(b"last night's dump\n")
+    proc = subprocess.Popen([sys.executable, "-m", "a2e_mem.cli.main", "export", "-o", str(backup)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        while proc.poll() is None and not list(out.glob(".backup.ndjson.*.tmp")):
+            time.sleep(0.001)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, (proc.returncode, stderr)
+    assert stdout == b"" and backup.read_bytes() == b"last night's dump\n"
+    assert [p.name for p in out.iterdir()] == ["backup.ndjson"]  # the temporary file is gone
+
+
+# -- import: one record on two lines ------------------------------------------------------------------
+
+
+def test_a_record_on_two_lines_of_an_import_is_one_record_the_last_line_replacing_the_first(home):
+    """Found by an outside audit: the same entry twice in FILE was counted as two new ones, the
+    store then holding one (the last). Counted now is what the store ends with."""
+    episodic = {**ENTRY_DOC, "key": {"k": "x"}}
+    semantic = {**SEMANTIC_DOC, "id": '{"k": "x"}'}  # the same key: the canonical id is '{"k":"x"}'
+    data = (line("kv", [], KV_DOC) + line("kv", [], {**KV_DOC, "value": "w"})
+            + line("episodic", ["alice"], episodic) + line("episodic", ["alice"], {**episodic, "content": "d"})
+            + line("episodic", ["bob"], episodic)  # another scope: another record
+            + line("semantic", [], SEMANTIC_DOC) + line("semantic", [], {**semantic, "content": "s"}))  # fmt: skip
+    dry = mem("import", "-", "--dry-run", "--format", "json", input=data)
+    assert dry.returncode == 0 and orjson.loads(dry.stdout)["new"] == 4, dry
+    r = mem("import", "-", "--format", "json", input=data)
+    assert r.returncode == 0, r
+    assert orjson.loads(r.stdout) == {"new": 4, "changed": 0, "unchanged": 0, "dry_run": False}
+    docs = [orjson.loads(record)["doc"] for record in mem("export").stdout.splitlines()]
+    assert [doc.get("value") or doc["content"] for doc in docs] == ["d", "c", "w", "s"]
+    again = mem("import", "-", "--format", "json", input=data)
+    assert orjson.loads(again.stdout) == {"new": 0, "changed": 0, "unchanged": 4, "dry_run": False}, again
+
+
+# -- retrieve --fields explain without --explain --------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["json", "ndjson", "table"])
+def test_fields_naming_explain_turns_explain_on(home, fmt):
+    """Found by an outside audit: `mem retrieve --fields explain` without `--explain` printed a
+    column of nulls."""
+    assert mem("store", "--tier", "semantic", "-k", "k=1", "hello world").returncode == 0
+    r = mem("retrieve", "-q", "hello", "--fields", "key, explain", "--format", fmt)
+    assert r.returncode == 0, r
+    if fmt == "table":  # a header, then the row: the key, then the explanation (cut to the width)
+        header, row = r.stdout.decode().splitlines()
+        assert header.split() == ["key", "explain"] and row.split()[0] == '{"k":"1"}', r
+        assert row.split()[1].startswith('{"vector":'), r
+        return
+    shown = orjson.loads(r.stdout)
+    shown = shown[0] if fmt == "json" else shown
+    explained = orjson.loads(mem("retrieve", "-q", "hello", "--explain", "--format", "ndjson").stdout)["explain"]
+    assert shown == {"key": {"k": "1"}, "explain": explained} and explained["path"], r

@@ -11,7 +11,9 @@ where `kind` is an A2E tier (`episodic`, `semantic`) or a codebolt collection (`
 namespace (`kinds.SCOPE_NAMES`). Expired entries are not exported, and neither are working tiers
 (a session's scratch pad, not the store's content). Import upserts each record as it is,
 timestamps included (A2E entries pass the same validation and limits as `memory/store`), so
-export -> import -> export gives back the same bytes. It checks every line before it writes
+export -> import -> export gives back the same bytes. A record given on more than one line is
+one record: the last line replaces the earlier ones, and the counts (new, changed, unchanged)
+are of the records the store ends with, each once. It checks every line before it writes
 anything (`--dry-run` too), and refuses (`InvalidInput`, naming the line) one of another kind or
 scope shape, an A2E entry `memory/store` would refuse (a wrong type, too big) or one whose tier
 is not its kind. What it cannot know before writing is room: a namespace that fills up stops the
@@ -35,7 +37,7 @@ from ..backends.base import SYSTEM, Backend
 from ..errors import Damaged, InvalidInput
 from ..kinds import A2E_TIERS, SCOPE_NAMES, schema_of
 from ..ndjson import objects
-from .a2e import A2E, check_name, public
+from .a2e import A2E, canonical_key, check_name, public
 from .records import Collection, serialised_size
 
 Record = dict[str, Any]
@@ -70,7 +72,7 @@ def import_records(backend: Backend, a2e: A2E, lines: Iterable[bytes | str], dry
         if kind in A2E_TIERS:
             _check_entries(a2e, namespace, kind, numbered)
     for (namespace, kind, scope), numbered in groups.items():
-        docs = [doc for _, doc in numbered]
+        docs = _last_of_each(kind, [doc for _, doc in numbered])
         collection = Collection(backend, namespace, kind, *scope, schema=schema_of(kind))
         for start in range(0, len(docs), COUNT_BATCH):  # a batch a read: one round trip on a database
             chunk = docs[start : start + COUNT_BATCH]
@@ -81,6 +83,17 @@ def import_records(backend: Backend, a2e: A2E, lines: Iterable[bytes | str], dry
         if not dry_run:
             _write(collection, a2e, namespace, kind, scope, docs)
     return counts
+
+
+def _last_of_each(kind: str, docs: list[Record]) -> list[Record]:
+    """One doc a record, the last line naming it: as the store keeps the last of them, counting
+    every line would call one record new twice. An A2E entry is the record its canonical key
+    names, the id `memory/store` gives it (a line's own id may be written otherwise); any other
+    record is named by its id."""
+    if kind in A2E_TIERS:
+        docs = [{**doc, "id": canonical_key(doc["key"])} for doc in docs]
+    last = {doc["id"]: doc for doc in docs}  # the first line's place, the last line's doc
+    return list(last.values())
 
 
 def _write(
