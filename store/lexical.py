@@ -13,19 +13,14 @@ the same float64 arithmetic for segment rows and memtable slots.
 from __future__ import annotations
 
 import math
-import os
 import re
-import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
 import orjson
-
-from .log import logger
 
 K1 = 1.2
 B = 0.75
@@ -307,20 +302,20 @@ class Vocabulary:
     server's memory. Terms are words, so the only quotes in the file are those around them and
     `"term":` can only match a term. The first `FIND_FIRST` lookups (a one-shot command's query)
     search the bytes for that (a few ms for a rare term, the whole file for an absent one); after
-    that (a server) a `_Table` of hashes gives each lookup a binary search. Making it takes
-    150-200 ms at a million terms: a vocabulary of `BUILD_ASIDE` bytes or more has it made on a
-    thread of its own, its lookups searching the bytes meanwhile, so that no query waits for it."""
+    that (a server) one vectorised pass finds every term and hashes its first and last 8 bytes
+    and length, the hashes are sorted (150-200 ms once at a million terms; with the bytes, 40 MB
+    kept), and a lookup is a binary search for the hash, then a comparison of the term's bytes."""
 
     FIND_FIRST = 12
     REMEMBER = 50_000  # terms whose id (or absence) is kept
-    BUILD_ASIDE = 4 << 20  # bytes of a vocabulary whose table is made on a thread (about 250k terms)
 
     def __init__(self, raw: bytes) -> None:
         self._raw = raw
         self._lookups = 0
         self._seen: dict[str, int | None] = {}
-        self._table: _Table | None = None  # made past FIND_FIRST lookups
-        self._builder = 0  # the process whose thread makes the table (0: none started)
+        self._keys: np.ndarray | None = None  # the sorted hash of every term, made past FIND_FIRST lookups
+        self._starts = self._ends = np.zeros(0, dtype=np.int32)  # where each term is
+        self._low = np.uint64(0)  # the low bits of a key that hold its term's index
 
     @classmethod
     def over(cls, raw: bytes, n_terms: int) -> Vocabulary | dict[str, int]:
@@ -341,70 +336,37 @@ class Vocabulary:
     def _lookup(self, term: str) -> int | None:
         word = term.encode("utf-8", "surrogatepass")
         self._lookups += 1
-        table = self._table or (self._make_table() if self._lookups > self.FIND_FIRST else None)
-        if table is None:
+        if self._lookups <= self.FIND_FIRST:
             at = self._raw.find(b'"' + word + b'":')
             return None if at < 0 else self._id_after(at + len(word) + 1)
-        for start, end in table.places(_term_hash(word)):
+        for i in self._candidates(_term_hash(word)):
+            start, end = int(self._starts[i]), int(self._ends[i])
             if self._raw[start:end] == word:
                 return self._id_after(end)
         return None
-
-    def _make_table(self) -> _Table | None:
-        """The table, made now for a small vocabulary; for a large one, None while a thread makes it."""
-        if len(self._raw) < self.BUILD_ASIDE:
-            self._table = _Table.of(self._raw)
-            return self._table
-        if self._builder == os.getpid():  # under way (a thread of a parent is not in a forked child)
-            return None
-        self._builder = os.getpid()  # no lock (which a fork could copy held): two threads may both make it
-        try:
-            threading.Thread(target=self._make_table_aside, name="mem-vocabulary", daemon=True).start()
-        except RuntimeError:  # no new thread at interpreter exit: made by the query that asks
-            self._table = _Table.of(self._raw)
-        return self._table
-
-    def _make_table_aside(self) -> None:
-        try:
-            self._table = _Table.of(self._raw)
-        except Exception:  # noqa: BLE001 - out of memory, say: the lookups go on searching the bytes
-            logger("lexical").exception("the lookup table of a vocabulary could not be made")
 
     def _id_after(self, quote: int) -> int:
         """The id after the term whose closing quote is at `quote`: `"term":<id>,` or `...}`."""
         stop = self._raw.find(b",", quote)
         return int(self._raw[quote + 2 : stop if stop >= 0 else self._raw.rindex(b"}")])
 
-
-@dataclass(frozen=True)
-class _Table:
-    """Every term's place in a vocabulary's bytes, found by a hash of the term: one vectorised
-    pass finds every term and hashes its first and last 8 bytes and length, and the hashes are
-    sorted (with the bytes, 40 MB kept at a million terms)."""
-
-    keys: np.ndarray  # sorted: each term's hash in the high bits, its index in the low ones
-    starts: np.ndarray
-    ends: np.ndarray
-    low: np.uint64  # the low bits of a key, which hold its term's index
-
-    @classmethod
-    def of(cls, raw: bytes) -> _Table:
-        data = np.frombuffer(raw, dtype=np.uint8)
-        quotes = np.flatnonzero(data == ord('"'))
-        starts, ends = (quotes[0::2] + 1).astype(np.int32), quotes[1::2].astype(np.int32)
-        low = np.uint64((1 << max(len(starts) - 1, 1).bit_length()) - 1)
-        # one sort of hash and index together is twice as fast as argsort, then a gather
-        keys = (_key_hashes(data, starts, ends) & ~low) | np.arange(len(starts), dtype=np.uint64)
-        keys.sort()
-        return cls(keys, starts, ends, low)
-
-    def places(self, key: int) -> Iterator[tuple[int, int]]:
-        """(start, end) in the bytes of each term whose hash is `key`'s (its high bits)."""
-        high = np.uint64(key) & ~self.low
-        lo = np.searchsorted(self.keys, high, side="left")
-        hi = np.searchsorted(self.keys, high | self.low, side="right")
-        for i in (self.keys[lo:hi] & self.low).astype(np.int64):
-            yield int(self.starts[i]), int(self.ends[i])
+    def _candidates(self, key: int) -> np.ndarray:
+        """Indexes of the terms whose hash is `key`'s (its high bits: the low ones hold the index)."""
+        if self._keys is None:
+            data = np.frombuffer(self._raw, dtype=np.uint8)
+            quotes = np.flatnonzero(data == ord('"'))
+            self._starts, self._ends = (quotes[0::2] + 1).astype(np.int32), quotes[1::2].astype(np.int32)
+            self._low = np.uint64((1 << max(len(self._starts) - 1, 1).bit_length()) - 1)
+            # one sort of hash and index together is twice as fast as argsort, then a gather
+            keys = (_key_hashes(data, self._starts, self._ends) & ~self._low) | np.arange(
+                len(self._starts), dtype=np.uint64
+            )
+            keys.sort()
+            self._keys = keys
+        high = np.uint64(key) & ~self._low
+        lo = np.searchsorted(self._keys, high, side="left")
+        hi = np.searchsorted(self._keys, high | self._low, side="right")
+        return (self._keys[lo:hi] & self._low).astype(np.int64)
 
 
 def _term_hash(word: bytes) -> int:

@@ -3,17 +3,13 @@ and must be exactly those of the parsed file, for every term and for terms it do
 
 from __future__ import annotations
 
-import os
 import random
-import threading
-import time
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a2e_mem import lexical
 from a2e_mem.lexical import Vocabulary, terms, write_segment_lexicon
 
 # words as the tokeniser makes them, with long ones sharing their first and last 8 bytes
@@ -46,7 +42,7 @@ def test_the_hashed_lookups_of_a_server_find_the_same_ids():
     vocab = Vocabulary.over(orjson.dumps(ids), len(ids))
     assert isinstance(vocab, Vocabulary)
     found = [vocab.get(w) for w in [*words, "e1000", "abcdefgh9ijklmnoq", "zz"]]
-    assert vocab._table is not None  # past FIND_FIRST lookups: hashed (a small vocabulary: at once)
+    assert vocab._keys is not None  # past FIND_FIRST lookups: hashed
     assert found == [*range(1000), None, None, None]
 
 
@@ -69,56 +65,3 @@ def test_a_written_segment_lexicon_reads_back_through_it(tmp_path):
     for term in {t for text in texts for t in terms(text)} | {"absent"}:
         assert lexicon.vocab.get(term) == parsed.get(term)
         assert list(lexicon.term_rows(term)) == [row for row, text in enumerate(texts) if term in terms(text)]
-
-
-def test_a_large_vocabulary_makes_its_table_aside_and_answers_meanwhile(monkeypatch):
-    """A server's query never waits the 150-200 ms a million terms take to hash: the table of a
-    large vocabulary is made on a thread, and lookups search the bytes until it is there."""
-    words = [f"w{i}" for i in range(2000)]
-    ids = {w: i for i, w in enumerate(words)}
-    vocab = Vocabulary.over(orjson.dumps(ids), len(ids))
-    assert isinstance(vocab, Vocabulary)
-    monkeypatch.setattr(Vocabulary, "BUILD_ASIDE", 0)  # every vocabulary counts as large
-    release, made = threading.Event(), threading.Event()
-
-    def held(raw):  # the table is made only once the test lets it
-        assert release.wait(30)
-        table = make(raw)
-        made.set()
-        return table
-
-    make = lexical._Table.of
-    monkeypatch.setattr(lexical._Table, "of", held)
-    asked = [*words[:300], "absent", "w99999"]
-    assert [vocab.get(w) for w in asked] == [*range(300), None, None]  # answered while the table waits
-    assert vocab._table is None
-    release.set()
-    assert made.wait(30)
-    deadline = time.monotonic() + 30
-    while vocab._table is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert vocab._table is not None
-    assert [vocab.get(w) for w in [*words[300:], "w2000"]] == [*range(300, 2000), None]
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
-def test_a_child_forked_while_the_table_is_made_makes_its_own(monkeypatch):
-    words = [f"w{i}" for i in range(500)]
-    vocab = Vocabulary.over(orjson.dumps({w: i for i, w in enumerate(words)}), len(words))
-    assert isinstance(vocab, Vocabulary)
-    monkeypatch.setattr(Vocabulary, "BUILD_ASIDE", 0)
-    release = threading.Event()
-    make = lexical._Table.of
-    monkeypatch.setattr(lexical._Table, "of", lambda raw: (release.wait(30), make(raw))[1])
-    assert [vocab.get(w) for w in words[:20]] == list(range(20))  # the parent's thread waits on `release`
-    pid = os.fork()
-    if pid == 0:  # the child: its own thread makes the table, the parent's is not here
-        release.set()
-        deadline = time.monotonic() + 20
-        while vocab._table is None and time.monotonic() < deadline:
-            vocab.get(f"probe{time.monotonic()}")
-            time.sleep(0.01)
-        os._exit(0 if vocab._table is not None and vocab.get("w400") == 400 else 1)
-    _, status = os.waitpid(pid, 0)
-    release.set()
-    assert os.waitstatus_to_exitcode(status) == 0
