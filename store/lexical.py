@@ -253,11 +253,15 @@ class SegmentLexicon:
         else:
             self.tf = _counts_from_parts(np.load(folder / "lex_part.npy"), rows, doclen)
         self.total_len = float(doclen.sum()) if len(doclen) else 0.0
+        self._table: tuple[np.ndarray, np.ndarray] | None = None  # a segment written before it has none
+        if (folder / "lex_keys.npy").exists():
+            keys, places = (np.asarray(np.load(folder / f, mmap_mode="r")) for f in ("lex_keys.npy", "lex_places.npy"))
+            self._table = keys, places
 
     @cached_property
     def vocab(self) -> Vocabulary | dict[str, int]:
-        """term -> id (`.get`), from `lex_vocab.json` (see `Vocabulary`)."""
-        return Vocabulary.over(self._vocab_raw, len(self.ptr) - 1)
+        """term -> id (`.get`), from `lex_vocab.json` and its saved table (see `Vocabulary`)."""
+        return Vocabulary.over(self._vocab_raw, len(self.ptr) - 1, self._table)
 
     def term_rows(self, term: str) -> np.ndarray:
         tid = self.vocab.get(term)
@@ -300,30 +304,40 @@ class Vocabulary:
     when each record's key is a word of its own (1M terms, 16.7 MB of JSON at a million
     records): parsing it took 370 ms of every process's first query and the dict 120 MB of a
     server's memory. Terms are words, so the only quotes in the file are those around them and
-    `"term":` can only match a term. The first `FIND_FIRST` lookups (a one-shot command's query)
-    search the bytes for that (a few ms for a rare term, the whole file for an absent one); after
-    that (a server) one vectorised pass finds every term and hashes its first and last 8 bytes
-    and length, the hashes are sorted (150-200 ms once at a million terms; with the bytes, 40 MB
-    kept), and a lookup is a binary search for the hash, then a comparison of the term's bytes."""
+    `"term":` can only match a term. A lookup is a binary search for the term's hash in the
+    segment's table (`vocabulary_table`, saved beside the file by its writer and memory-mapped),
+    then a comparison of the term's bytes. A segment written before the table was saved has none:
+    its first `FIND_FIRST` lookups (a one-shot command's query) search the bytes for `"term":` (a
+    few ms for a rare term, the whole file for an absent one), and then (a server) the table is
+    made once (150-300 ms at a million terms: the pause a server's fifth query or so had)."""
 
     FIND_FIRST = 12
     REMEMBER = 50_000  # terms whose id (or absence) is kept
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes, table: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self._raw = raw
         self._lookups = 0
         self._seen: dict[str, int | None] = {}
         self._keys: np.ndarray | None = None  # the sorted hash of every term, made past FIND_FIRST lookups
         self._starts = self._ends = np.zeros(0, dtype=np.int32)  # where each term is
         self._low = np.uint64(0)  # the low bits of a key that hold its term's index
+        if table is not None:  # made when the segment was written (`vocabulary_table`)
+            self._keys, places = table
+            self._starts, self._ends = places[:, 0], places[:, 1]
+            self._low = _low_bits(len(places))
 
     @classmethod
-    def over(cls, raw: bytes, n_terms: int) -> Vocabulary | dict[str, int]:
+    def over(
+        cls, raw: bytes, n_terms: int, table: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> Vocabulary | dict[str, int]:
         """The vocabulary of `raw`, which holds `n_terms` terms; a plain dict if the file is not
-        laid out as expected (a quote or backslash in a term, another writer)."""
-        if raw.count(b'"') != 2 * n_terms or b"\\" in raw or not raw.startswith(b"{") or len(raw) >= 1 << 31:
+        laid out as expected (a quote or backslash in a term, another writer). `table`, the
+        `vocabulary_table` of `raw` saved beside it, is used when it covers `n_terms` terms."""
+        if not laid_out(raw, n_terms):
             return orjson.loads(raw)
-        return cls(raw)
+        if table is not None and not (len(table[0]) == n_terms and table[1].shape == (n_terms, 2)):
+            table = None  # not this vocabulary's: made as of old on first use
+        return cls(raw, table)
 
     def get(self, term: str) -> int | None:
         if term in self._seen:  # a query looks each term up several times, a server the common ones often
@@ -336,7 +350,7 @@ class Vocabulary:
     def _lookup(self, term: str) -> int | None:
         word = term.encode("utf-8", "surrogatepass")
         self._lookups += 1
-        if self._lookups <= self.FIND_FIRST:
+        if self._keys is None and self._lookups <= self.FIND_FIRST:
             at = self._raw.find(b'"' + word + b'":')
             return None if at < 0 else self._id_after(at + len(word) + 1)
         for i in self._candidates(_term_hash(word)):
@@ -353,20 +367,39 @@ class Vocabulary:
     def _candidates(self, key: int) -> np.ndarray:
         """Indexes of the terms whose hash is `key`'s (its high bits: the low ones hold the index)."""
         if self._keys is None:
-            data = np.frombuffer(self._raw, dtype=np.uint8)
-            quotes = np.flatnonzero(data == ord('"'))
-            self._starts, self._ends = (quotes[0::2] + 1).astype(np.int32), quotes[1::2].astype(np.int32)
-            self._low = np.uint64((1 << max(len(self._starts) - 1, 1).bit_length()) - 1)
-            # one sort of hash and index together is twice as fast as argsort, then a gather
-            keys = (_key_hashes(data, self._starts, self._ends) & ~self._low) | np.arange(
-                len(self._starts), dtype=np.uint64
-            )
-            keys.sort()
-            self._keys = keys
+            self._keys, places = vocabulary_table(self._raw)
+            self._starts, self._ends = places[:, 0], places[:, 1]
+            self._low = _low_bits(len(places))
         high = np.uint64(key) & ~self._low
         lo = np.searchsorted(self._keys, high, side="left")
         hi = np.searchsorted(self._keys, high | self._low, side="right")
         return (self._keys[lo:hi] & self._low).astype(np.int64)
+
+
+def laid_out(raw: bytes, n_terms: int) -> bool:
+    """Whether `raw` is `{"term":id,...}` of `n_terms` terms as orjson writes it, each quote
+    around a term (no quote or backslash in one): what `Vocabulary` reads."""
+    return raw.count(b'"') == 2 * n_terms and b"\\" not in raw and raw.startswith(b"{") and len(raw) < 1 << 31
+
+
+def vocabulary_table(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The lookup table of a vocabulary's bytes: the sorted key of every term (its hash in the
+    high bits, its index in the low ones) and each term's (start, end) in `raw`. One vectorised
+    pass finds every term and hashes its first and last 8 bytes and length; 150-300 ms at a
+    million terms, so a segment's writer saves it (`lex_keys.npy`, `lex_places.npy`)."""
+    data = np.frombuffer(raw, dtype=np.uint8)
+    quotes = np.flatnonzero(data == ord('"'))
+    starts, ends = (quotes[0::2] + 1).astype(np.int32), quotes[1::2].astype(np.int32)
+    low = _low_bits(len(starts))
+    # one sort of hash and index together is twice as fast as argsort, then a gather
+    keys = (_key_hashes(data, starts, ends) & ~low) | np.arange(len(starts), dtype=np.uint64)
+    keys.sort()
+    return keys, np.stack([starts, ends], axis=1)
+
+
+def _low_bits(n_terms: int) -> np.uint64:
+    """The low bits of a key, enough to hold a term's index."""
+    return np.uint64((1 << max(n_terms - 1, 1).bit_length()) - 1)
 
 
 def _term_hash(word: bytes) -> int:
@@ -422,7 +455,12 @@ def write_segment_lexicon(folder: Path, texts: Sequence[str]) -> None:
     np.cumsum(lengths, out=ptr[1:])
     flat = [pair for plist in postings for pair in plist]
     pairs = np.array(flat, dtype=np.int64).reshape(-1, 2)
-    (folder / "lex_vocab.json").write_bytes(orjson.dumps(vocab))
+    raw = orjson.dumps(vocab)
+    (folder / "lex_vocab.json").write_bytes(raw)
+    if laid_out(raw, len(vocab)):  # a server's first queries, a one-shot command's every one, need not make it
+        keys, places = vocabulary_table(raw)
+        np.save(folder / "lex_keys.npy", keys)
+        np.save(folder / "lex_places.npy", places)
     np.save(folder / "lex_ptr.npy", ptr)
     rows, tf = pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.float32)
     np.save(folder / "lex_rows.npy", rows)

@@ -90,7 +90,7 @@ def corrupt(home: Path, shard: Path, what: str) -> tuple[str, set[int], bool]:
         line = next(line for line in data.splitlines() if b'"doc":' in line)
         first = orjson.loads(line)["recs"][0]["doc"]
         return str(wal.relative_to(home)), everything - {first["key"]["k"]}, True
-    if what in ("hash_order.npy", "lex_vocab.json", "lex_rows.npy", "tags.json", "offsets.npy", "index.ann"):
+    if what in DERIVED:
         overwrite_randomly(seg / what)
         return str((seg / what).relative_to(home)), everything, True  # rebuilt from data.json meanwhile
     if what in ("manifest.json", "meta.json", "vectors.npy", "checksums.npy"):
@@ -162,14 +162,11 @@ def stdio_retrieve(home: Path) -> list[dict]:
     return replies
 
 
+DERIVED = ("hash_order.npy", "lex_vocab.json", "lex_keys.npy", "lex_places.npy", "lex_rows.npy", "tags.json")
+DERIVED += ("offsets.npy", "index.ann")
 CORRUPTIONS = [
     "journal word",
-    "hash_order.npy",
-    "lex_vocab.json",
-    "lex_rows.npy",
-    "tags.json",
-    "offsets.npy",
-    "index.ann",
+    *DERIVED,
     "truncated data.json",
     "overwritten bytes in data.json",
     "manifest.json",

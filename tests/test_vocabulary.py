@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from a2e_mem import lexical
 from a2e_mem.lexical import Vocabulary, terms, write_segment_lexicon
 
 # words as the tokeniser makes them, with long ones sharing their first and last 8 bytes
@@ -65,3 +66,36 @@ def test_a_written_segment_lexicon_reads_back_through_it(tmp_path):
     for term in {t for text in texts for t in terms(text)} | {"absent"}:
         assert lexicon.vocab.get(term) == parsed.get(term)
         assert list(lexicon.term_rows(term)) == [row for row, text in enumerate(texts) if term in terms(text)]
+
+
+def test_a_segment_saves_its_vocabulary_table_and_lookups_use_it_from_the_first(tmp_path, monkeypatch):
+    """No lookup searches the bytes and no process makes the table (150-300 ms at a million
+    terms) when the segment's writer saved it; a segment without it (older) still answers."""
+    from a2e_mem.lexical import SegmentLexicon
+
+    texts = [f"note {i} about topic{i % 7} and item{i}" for i in range(400)]
+    write_segment_lexicon(tmp_path, texts)
+    assert (tmp_path / "lex_keys.npy").exists() and (tmp_path / "lex_places.npy").exists()
+    made = []
+    monkeypatch.setattr(lexical, "vocabulary_table", lambda raw: made.append(raw))  # must not be called
+    vocab = SegmentLexicon(tmp_path).vocab
+    assert isinstance(vocab, Vocabulary) and vocab._keys is not None  # before any lookup
+    parsed = orjson.loads((tmp_path / "lex_vocab.json").read_bytes())
+    asked = [*parsed, "absent", "item400"]
+    assert [vocab.get(term) for term in asked] == [parsed.get(term) for term in asked]
+    assert made == []
+    monkeypatch.undo()
+    for name in ("lex_keys.npy", "lex_places.npy"):  # as a segment of an older version has it
+        (tmp_path / name).unlink()
+    older = SegmentLexicon(tmp_path).vocab
+    assert isinstance(older, Vocabulary) and older._keys is None
+    assert [older.get(term) for term in asked] == [parsed.get(term) for term in asked]
+
+
+def test_a_table_of_another_size_is_not_used(tmp_path):
+    ids = {f"w{i}": i for i in range(50)}
+    raw = orjson.dumps(ids)
+    keys, places = lexical.vocabulary_table(orjson.dumps({f"w{i}": i for i in range(49)}))
+    vocab = Vocabulary.over(raw, len(ids), (keys, places))
+    assert isinstance(vocab, Vocabulary) and vocab._keys is None
+    assert [vocab.get(w) for w in [*ids, "w50"]] == [*ids.values(), None]
