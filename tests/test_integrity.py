@@ -21,6 +21,7 @@ import numpy as np
 import orjson
 import pytest
 
+from a2e_mem.backends.files.integrity import unseal
 from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +91,11 @@ def corrupt(home: Path, shard: Path, what: str) -> tuple[str, set[int], bool]:
         line = next(line for line in data.splitlines() if b'"doc":' in line)
         first = orjson.loads(line)["recs"][0]["doc"]
         return str(wal.relative_to(home)), everything - {first["key"]["k"]}, True
+    if what == "journal lines removed":  # a block of whole lines gone from the middle: no checksum sees it
+        lines = wal.read_bytes().splitlines(keepends=True)
+        removed = [orjson.loads(unseal(line.rstrip(b"\n"))[0])["recs"][0]["doc"] for line in lines[2:4]]
+        wal.write_bytes(b"".join(lines[:2] + lines[4:]))
+        return str(wal.relative_to(home)), everything - {doc["key"]["k"] for doc in removed}, True
     if what in DERIVED:
         overwrite_randomly(seg / what)
         return str((seg / what).relative_to(home)), everything, True  # rebuilt from data.json meanwhile
@@ -166,6 +172,7 @@ DERIVED = ("hash_order.npy", "lex_vocab.json", "lex_keys.npy", "lex_places.npy",
 DERIVED += ("offsets.npy", "index.ann")
 CORRUPTIONS = [
     "journal word",
+    "journal lines removed",
     *DERIVED,
     "truncated data.json",
     "overwritten bytes in data.json",
@@ -263,8 +270,8 @@ def test_a_journal_line_with_a_changed_word_is_skipped_with_a_warning(home, capl
 def test_lines_of_journals_written_before_checksums_are_still_read(home):
     shard = build(home)
     (wal,) = [p for p in shard.glob("wal-*") if b'"doc":' in p.read_bytes()]
-    lines = wal.read_bytes().splitlines()[1:]  # no header, and no checksums: a format-1 journal
-    wal.write_bytes(b"".join(re.sub(rb',"crc":"[0-9a-f]{16}"}$', b"}", line) + b"\n" for line in lines))
+    lines = wal.read_bytes().splitlines()[1:]  # no header, no checksums, no line numbers: a format-1 journal
+    wal.write_bytes(b"".join(re.sub(rb',"line":\d+,"crc":"[0-9a-f]{16}"}$', b"}", line) + b"\n" for line in lines))
     assert keys_in_store(home) == set(range(CHECKPOINTED + LATER))
     assert [f for f in MemoryService(home).doctor() if "wal-" in f["where"]] == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import orjson
@@ -41,7 +42,7 @@ def test_append_cuts_a_torn_tail_instead_of_merging_into_it(tmp_path):
     list(writer.read_new())
     writer.append({"n": 3})
     lines = [orjson.loads(unseal(x)[0]) for x in journal.path.read_bytes().splitlines()]
-    assert lines == [{"n": 1}, {"n": 3}]
+    assert lines == [{"n": 1, "line": 1}, {"n": 3, "line": 2}]  # each line numbered in the file
 
 
 def test_recovery_after_a_torn_write_keeps_every_acknowledged_entry(home):
@@ -134,3 +135,38 @@ def test_hostile_names_never_become_paths(home, name):
     for path in home.rglob("*"):
         assert path.resolve().is_relative_to(home.resolve())
         assert len(path.name) <= 64
+
+
+def deletes(ops):
+    """The ids of each delete among `ops` (the header line is an operation too)."""
+    return [op["ids"] for op in ops if op["op"] == "del"]
+
+
+def test_journal_lines_are_numbered_across_writers_and_a_lost_block_is_found(tmp_path):
+    from a2e_mem.backends.files.integrity import lines_lost, scan_journal
+
+    path = tmp_path / "wal-00000001.ndjson"
+    first = Journal.create(path, 1, {"schema": "records"})  # a header line, then appends unread
+    first.append({"op": "del", "ids": ["a"]})
+    first.append({"op": "del", "ids": ["b"]})
+    second = Journal(path, 1)  # another process: reads to the end, then appends
+    assert deletes(second.read_new()) == [["a"], ["b"]]
+    second.append({"op": "del", "ids": ["c"]})
+    assert deletes(first.read_new()) == [["a"], ["b"], ["c"]]  # the numbers are not handed back
+    first.append({"op": "del", "ids": ["d"]})
+    assert scan_journal(path)[1] == []  # 1 header + 4 lines, numbered 2 to 5 whoever wrote them
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2] + lines[4:]))  # lines 3 and 4 gone: no checksum can see it
+    ops, bad = scan_journal(path)
+    assert deletes(ops) == [["a"], ["d"]]
+    assert bad == [(3, "2 lines before it are missing (it says it is line 5)")] and lines_lost(bad) == 2
+    reader = Journal(path, 1)
+    warned: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: warned.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("mem").addHandler(handler)
+    try:
+        assert deletes(reader.read_new()) == [["a"], ["d"]] and reader.skipped == 2
+    finally:
+        logging.getLogger("mem").removeHandler(handler)
+    assert any("2 lines missing before line 3" in text for text in warned), warned

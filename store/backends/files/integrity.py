@@ -144,24 +144,50 @@ def parse_line(line: bytes, sealed: bool) -> tuple[dict[str, Any] | None, str | 
     return (None if problem else op), problem, sealed or bool(verdict)
 
 
+def sequence_gap(op: dict[str, Any] | None, expected: int) -> tuple[int, int]:
+    """(lines missing before this one, the number the next line should carry). A line is counted
+    whether or not it could be read; one that carries its number (`op["line"]`) resets the count to
+    it: past the count, the lines between are missing; short of it, a line was added or repeated
+    (a damaged one is reported as such, a repeated write is harmless)."""
+    number = op.get("line") if op is not None else None
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:  # older lines carry none
+        return 0, expected + 1
+    return max(number - expected, 0), number + 1
+
+
 def complete_lines(data: bytes) -> list[bytes]:
     """The lines of `data` that end with a newline. Only b"\\n" ends a line: a stray b"\\r" in a
     damaged line must not split it in two (`bytes.splitlines` would)."""
     return data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
 
 
+MISSING_LINES = "lines before it are missing"
+
+
+def lines_lost(bad: list[tuple[int, str]]) -> int:
+    """How many journal lines `scan_journal`'s `bad` stands for: one a damaged line, and the
+    count of each gap (its problem starts with it)."""
+    return sum(int(why.split()[0]) if MISSING_LINES in why else 1 for _, why in bad)
+
+
 def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
-    """Every valid operation of a journal file, and (line number, problem) of each bad line.
-    A torn last line (no newline) is not counted: writers cut it off."""
+    """Every valid operation of a journal file, and (line number, problem) of each bad line and
+    of each line before which lines are missing (`journal.sequence_gap`). A torn last line (no
+    newline) is not counted: writers cut it off."""
     data = path.read_bytes()
     ops: list[dict[str, Any]] = []
     bad: list[tuple[int, str]] = []
     sealed = False
+    expected = 1
     for number, line in enumerate(complete_lines(data), 1):
         op, problem, sealed = parse_line(line, sealed)
+        gap, expected = sequence_gap(op, expected)
+        if gap:
+            bad.append((number, f"{gap} {MISSING_LINES} (it says it is line {expected - 1})"))
         if op is None:
             bad.append((number, problem or "unreadable"))
         else:
+            op.pop("line", None)
             ops.append(op)
     return ops, bad
 

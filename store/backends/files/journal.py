@@ -11,6 +11,12 @@ line holding the shard's descriptor (a copy of `shard.json`, from which `mem doc
 restores it). A complete line that fails its checksum or is not a well-formed operation is
 skipped with a warning naming the file and line, and `mem doctor` reports it; lines without a
 checksum are read as before only in journals of older versions (no sealed line yet).
+
+Each operation line also carries its number in the file (`"line"`, the header being line 1), so
+that whole lines lost from the middle (a block of the file zeroed and cut out, an edit) are
+found: a line whose number is past the count of lines before it says how many are missing
+(`sequence_gap`). What no number can tell is a file that lost its last lines: that looks like a
+journal whose writers stopped there (and a torn last line like a writer that died mid-write).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 
 from ...log import logger
 from ...paths import FILE_MODE, fsync_dir
-from .integrity import complete_lines, parse_line, seal
+from .integrity import complete_lines, parse_line, seal, sequence_gap
 
 Op = dict[str, Any]
 
@@ -39,8 +45,10 @@ class Journal:
         self._written = 0  # where this process's last append ended
         self._fd: int | None = None
         self._lines = 0  # complete lines read so far (for naming a bad one)
+        self._next_read = 1  # the number ("line") the next line read should carry
+        self._next_written = 1  # the number of a line appended right after this process's last one
         self._sealed = False  # a sealed line was read: every later line must be sealed too
-        self.skipped = 0  # damaged lines skipped (a checkpoint keeps such a journal aside)
+        self.skipped = 0  # damaged or missing lines (a checkpoint keeps such a journal aside)
 
     @classmethod
     def create(cls, path: Path, gen: int, descriptor: dict[str, Any] | None = None) -> Journal:
@@ -57,6 +65,7 @@ class Journal:
         fsync_dir(path.parent)
         journal = cls(path, gen)
         journal._written = len(header)
+        journal._next_written = 2 if header else 1
         return journal
 
     def _open(self) -> int:
@@ -75,12 +84,19 @@ class Journal:
         for line in complete_lines(data[:end]):
             self._lines += 1
             op, problem, self._sealed = parse_line(line, self._sealed)
+            gap, self._next_read = sequence_gap(op, self._next_read)
+            if gap:
+                self.skipped += gap
+                logger("journal").warning(
+                    "%d lines missing before line %d of %s: run `mem doctor`", gap, self._lines, self.path
+                )
             if op is None:
                 self.skipped += 1
                 logger("journal").warning(
                     "skipping line %d of %s (%s): run `mem doctor`", self._lines, self.path, problem
                 )
             else:
+                op.pop("line", None)  # the operation as it was appended
                 yield op
         self.offset += end
 
@@ -91,7 +107,8 @@ class Journal:
         end = max(self.offset, self._written)
         if os.fstat(fd).st_size != end:
             self._cut_torn_tail(fd, end)
-        line = seal(op) + b"\n"
+        number = self._next_read if self.offset >= self._written else self._next_written
+        line = seal({**op, "line": number}) + b"\n"
         try:
             written = os.pwrite(fd, line, end)
         except BaseException:
@@ -101,6 +118,7 @@ class Journal:
             _truncate_quietly(fd, end)
             raise OSError(errno.ENOSPC, f"short write to {self.path.name}")
         self._written = end + len(line)
+        self._next_written = number + 1
         # A failed fdatasync leaves the line where it is: readers (which take no lock) may have
         # seen it already, so cutting it would make their view diverge from the file. The write
         # is reported as failed and its outcome is unknown, as after a timeout; a retry of the

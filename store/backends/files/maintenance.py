@@ -31,7 +31,16 @@ from ...paths import digest, write_atomic
 from ...schemas import SCHEMAS
 from . import checkpoint
 from .engine import FORMAT, NAMESPACE, SYSTEM, Engine, namespace_name, shard_descriptor
-from .integrity import CHECKSUMS, MANIFEST, file_problem, read_manifest, read_sealed, scan_journal, seal
+from .integrity import (
+    CHECKSUMS,
+    MANIFEST,
+    file_problem,
+    lines_lost,
+    read_manifest,
+    read_sealed,
+    scan_journal,
+    seal,
+)
 from .journal import Journal
 from .salvage import Salvage, read_checkpoint, salvage_shard
 from .segment import expiry
@@ -367,8 +376,8 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
         if dim:
             problems += _check_journal_vectors(folder / WAL.format(gen), ops, dim)
     for kept in sorted(folder.glob(f"{DAMAGED}*")):
-        count = len(scan_journal(kept)[1])
-        problems.append((kept, f"kept aside by a checkpoint: {count} damaged lines were not folded in"))
+        count = lines_lost(scan_journal(kept)[1])
+        problems.append((kept, f"kept aside by a checkpoint: {count} damaged or missing lines were not folded in"))
     for lo, hi in chain:
         problems += _check_checkpoint(engine, folder / seg_name(lo, hi), descriptor)
     return problems

@@ -19,7 +19,15 @@ import numpy as np
 import orjson
 
 from ...errors import Damaged
-from .integrity import CHECKSUMS, file_problem, read_manifest, record_checksum, scan_journal, scan_records
+from .integrity import (
+    CHECKSUMS,
+    file_problem,
+    lines_lost,
+    read_manifest,
+    record_checksum,
+    scan_journal,
+    scan_records,
+)
 from .segment import TOMBS
 from .shard import DAMAGED, WAL, MissingCheckpoint, check_chain, live_ranges, scan, seg_name
 
@@ -60,10 +68,10 @@ def salvage_shard(folder: Path) -> Salvage:
         result.missing = exc.detail["file"]
         base = 0  # the segment the journals build on is gone: replay every journal left
     for kept in folder.glob(f"{DAMAGED}*"):  # its valid lines are in the checkpoint already
-        result.bad_lines += len(scan_journal(kept)[1])
+        result.bad_lines += lines_lost(scan_journal(kept)[1])
     for gen in (g for g in wals if g > base):
         ops, bad = scan_journal(folder / WAL.format(gen))
-        result.bad_lines += len(bad)
+        result.bad_lines += lines_lost(bad)
         for op in ops:
             for rec in op.get("recs", ()):
                 result.docs[rec["id"]] = rec["doc"]
