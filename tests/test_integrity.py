@@ -323,3 +323,25 @@ def test_an_index_removed_before_its_first_use_is_not_needed(home):
     writer.checkpoint(force=True)  # replaces (and deletes) the checkpoint the reader holds
     assert not old.folder.exists() and old.index is None  # search over it is exact, not a failure
     assert old.doc(0)["id"]  # what was opened stays readable
+
+
+def test_a_deleted_store_json_is_restored_from_the_checkpoints_not_replaced_by_the_default(home, monkeypatch):
+    """Found by an outside audit: the next command recorded the default embedder instead, so
+    queries were embedded by another model than the vectors (the ranking changed silently) and
+    `doctor --repair` then re-embedded everything with that default."""
+    svc = MemoryService(home, embedder="hash:32")
+    scope = svc.scope("proj", "alice")
+    facts = [{"key": {"k": i}, "content": f"fact {i} about topic{i % 7}", "tier": "semantic"} for i in range(40)]
+    svc.store(scope, facts)
+    svc.checkpoint(force=True)
+    before = svc.retrieve(scope, query="fact topic3", limit=5)["entries"]
+    svc.close()
+    (home / "store.json").unlink()
+    monkeypatch.delenv("MEM_EMBEDDER")
+    fresh = MemoryService(home)  # no embedder asked for: the store's own
+    after = fresh.retrieve(fresh.scope("proj", "alice"), query="fact topic3", limit=5)["entries"]
+    assert [(e["key"], e["relevance"]) for e in after] == [(e["key"], e["relevance"]) for e in before]
+    restored = orjson.loads(unseal((home / "store.json").read_bytes().strip())[0])
+    assert (restored["embedder"], restored["dim"]) == ("hash:32", 32)
+    assert [f for f in fresh.doctor() if "store.json" in f["where"] or "dimension" in f["problem"]] == []
+    fresh.close()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,41 @@ class Engine(Backend):
             try:
                 recorded = read_sealed(path, {"embedder": str, "dim": int})
             except FileNotFoundError:
-                return None
+                return self._restore_store_file()
             self._recorded = recorded
             self._stamp = stamp
         return self._recorded
+
+    def _restore_store_file(self) -> dict | None:
+        """A store.json deleted from a store that has checkpoints with vectors is written again
+        from their records (with a warning), rather than left for the first write to record the
+        default embedder, whose vectors would not match theirs. None for a new store."""
+        on_record = self.embedder_on_record()
+        if on_record is None:
+            return None
+        name, dim = on_record
+        meta = {"format": FORMAT, "embedder": name, "dim": dim}
+        if not self.read_only:
+            write_atomic(self.home / "store.json", seal(meta))
+        logger("engine").warning(
+            "%s was missing: restored from the checkpoints' records (embedder %r, dimension %d)",
+            self.home / "store.json", name, dim,
+        )  # fmt: skip
+        self._recorded, self._stamp = meta, self._store_stamp()
+        return meta
+
+    def embedder_on_record(self) -> tuple[str, int] | None:
+        """(embedder, dimension) most checkpoints with vectors were made by (their meta.json);
+        None when there are none."""
+        seen: Counter[tuple[str, int]] = Counter()
+        for meta_file in self.home.glob("ns/*/*/seg-*/meta.json"):
+            try:
+                meta = orjson.loads(meta_file.read_bytes())
+                if meta.get("dim"):
+                    seen[(str(meta["embedder"]), int(meta["dim"]))] += 1
+            except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue
+        return seen.most_common(1)[0][0] if seen else None
 
     def record_embedder(self, embedder: Embedder) -> None:
         ensure_dir(self.home)

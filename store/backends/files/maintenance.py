@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -281,18 +280,10 @@ def _check_store_file(engine: Engine, repair: bool) -> list[Finding]:
 
 
 def _embedder_on_record(engine: Engine) -> tuple[str, int]:
-    """The embedder most checkpoints with vectors were made by (their meta.json), else the
-    configured one."""
-    seen: Counter[tuple[str, int]] = Counter()
-    for meta_file in engine.home.glob("ns/*/*/seg-*/meta.json"):
-        try:
-            meta = orjson.loads(meta_file.read_bytes())
-            if meta.get("dim"):
-                seen[(str(meta["embedder"]), int(meta["dim"]))] += 1
-        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    if seen:
-        return seen.most_common(1)[0][0]
+    """The embedder the checkpoints record (`Engine.embedder_on_record`), else the configured one."""
+    on_record = engine.embedder_on_record()
+    if on_record is not None:
+        return on_record
     embedder = get_embedder(engine.wanted_embedder or DEFAULT)
     return embedder.name, embedder.dim
 
