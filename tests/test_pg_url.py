@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("psycopg")
 
 from a2e_mem.backends.postgres.connection import Database, read_url  # noqa: E402
-from a2e_mem.errors import StoreUnavailable  # noqa: E402
+from a2e_mem.errors import InvalidInput  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -42,8 +42,8 @@ def test_a_malformed_url_shows_nothing_but_its_scheme_and_is_never_connected(url
     target = read_url(url)
     assert target.shown == "postgresql://…" and target.malformed
     assert "ter2pw" not in target.malformed
-    with pytest.raises(StoreUnavailable) as caught:
-        Database(url, False, lambda conn: None)._connect()
+    with pytest.raises(InvalidInput) as caught:  # a bad setting (exit 4), refused before any connection
+        Database(url, False, lambda conn: None)
     assert "malformed" in caught.value.message and "ter2pw" not in caught.value.message
 
 

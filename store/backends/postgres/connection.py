@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ...errors import StoreUnavailable
+from ...errors import InvalidInput, StoreUnavailable
 
 EXTRA = "pip install 'a2e-mem[postgres]'"
 CONNECT_TIMEOUT = 10  # seconds, unless the URL sets connect_timeout (libpq waits forever by default)
@@ -158,6 +158,13 @@ class Database:
         self.url = url
         self.target = read_url(url)
         self.shown = self.target.shown
+        if self.target.malformed:  # bad input, like any other bad setting (exit 4), before any connection
+            raise InvalidInput(
+                f"PostgreSQL store {self.shown}: the store URL is malformed: {self.target.malformed}; "
+                "write it as postgresql://user:password@host:port/dbname, percent-encoding the password's "
+                "'@', '/', '?', '#' and spaces (%40, %2F, %3F, %23, %20)",
+                {"field": "store"},
+            )
         self.pooled = pooled
         self._on_connect = on_connect  # once per process, on the first connection (migrations)
         self._ready = False
@@ -177,12 +184,6 @@ class Database:
     # -- opening -----------------------------------------------------------------------------
 
     def _connect(self) -> Any:
-        if self.target.malformed:
-            raise StoreUnavailable(
-                f"PostgreSQL store {self.shown}: the store URL is malformed: {self.target.malformed}; "
-                "write it as postgresql://user:password@host:port/dbname, percent-encoding the password's "
-                "'@', '/', '?', '#' and spaces (%40, %2F, %3F, %23, %20)"
-            )
         with self.errors():
             conn = self.psycopg.connect(self.url, **self._kwargs)
         try:
