@@ -15,6 +15,14 @@ Name = Annotated[str, typer.Argument(help="Entity name.")]
 ENTITY_COLUMNS = ["name", "entityType", "observations"]
 
 
+def not_there(message: str) -> None:
+    """Deleting what is not there is `memory_not_found` at the shell (exit 3), as for every other
+    record; the MCP tools keep the MCP memory server's answer (the counts, no error)."""
+    from a2e_mem.errors import NotFound
+
+    raise NotFound(message)
+
+
 def _graph(graph: dict, fmt: str | None) -> None:
     """A graph as records: entities then relations, each with its `type` (like the JSONL format)."""
     rows = [{"type": "entity", **e} for e in graph["entities"]] + [
@@ -73,8 +81,12 @@ def forget_observation(
     namespace: Namespace = "default",
     fmt: Format = None,
 ) -> None:
-    """Remove observations from an entity."""
-    emit(state.service.kg_delete_observations([{"entityName": name, "observations": text}], namespace=namespace), fmt)
+    """Remove observations from an entity (exit 3 if it has none of some of them, after removing the others)."""
+    done = state.service.kg_delete_observations([{"entityName": name, "observations": text}], namespace=namespace)
+    emit(done, fmt)
+    absent = [t for t in dict.fromkeys(text) if t not in done[0]["deletedObservations"]]
+    if absent:
+        not_there(f"entity {name!r} has no observation " + ", ".join(map(repr, absent)))
 
 
 @app.command("delete")
@@ -83,8 +95,12 @@ def delete(
     namespace: Namespace = "default",
     fmt: Format = None,
 ) -> None:
-    """Delete entities and every relation touching them."""
+    """Delete entities and every relation touching them (exit 3 naming any not there, the rest deleted)."""
+    found = {e["name"] for e in state.service.kg_open_nodes(names, namespace=namespace)["entities"]}
     show(state.service.kg_delete_entities(names, namespace=namespace), fmt)
+    absent = [n for n in dict.fromkeys(names) if n not in found]
+    if absent:
+        not_there("no entity named " + ", ".join(map(repr, absent)))
 
 
 @app.command("unrelate")
@@ -95,13 +111,12 @@ def unrelate(
     namespace: Namespace = "default",
     fmt: Format = None,
 ) -> None:
-    """Delete the relation SOURCE RELATION TARGET."""
-    show(
-        state.service.kg_delete_relations(
-            [{"from": source, "to": target, "relationType": relation}], namespace=namespace
-        ),
-        fmt,
-    )
+    """Delete the relation SOURCE RELATION TARGET (exit 3 if there is none)."""
+    wanted = [{"from": source, "to": target, "relationType": relation}]
+    done = state.service.kg_delete_relations(wanted, namespace=namespace)
+    show(done, fmt)
+    if not done["deletedRelations"]:
+        not_there(f"no relation {source!r} {relation!r} {target!r}")
 
 
 @app.command("search")

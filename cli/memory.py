@@ -18,9 +18,11 @@ from .options import (
     SessionId,
     field_names,
     fields_list,
+    not_negative,
     parse_key,
     parse_value,
     scope,
+    tier_name,
     zero_to_one,
 )
 from .output import emit, emit_one, note
@@ -29,7 +31,7 @@ from .progress import progress
 ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at", "relevance",
                 "explain")  # fmt: skip
-Tier = Annotated[str, typer.Option("--tier", "-t", help="working, episodic or semantic.")]
+Tier = Annotated[str, typer.Option("--tier", "-t", callback=tier_name, help="working, episodic or semantic.")]
 Keys = Annotated[
     list[str] | None,
     typer.Option(
@@ -54,8 +56,8 @@ def store(
     tier: Tier = "episodic",
     tag: Tags = None,
     source: Annotated[str, typer.Option(help="Where the memory came from.")] = "",
-    score: Annotated[float, typer.Option(help="Importance, 0 to 1.")] = 1.0,
-    ttl: Annotated[int, typer.Option(help="Seconds until it expires (0: never).")] = 0,
+    score: Annotated[float, typer.Option(callback=zero_to_one, help="Importance, 0 to 1.")] = 1.0,
+    ttl: Annotated[int, typer.Option(callback=not_negative, help="Seconds until it expires (0: never).")] = 0,
     namespace: Namespace = "default",
     agent: Agent = "default",
     session: SessionId = None,

@@ -47,6 +47,20 @@ def zero_to_one(value: float) -> float:
     return value
 
 
+def tier_name(value: str) -> str:
+    """An A2E tier (or "" where the command allows every tier): a bad one is a bad option
+    value (exit 2), as `--limit -1` is, rather than invalid input found by the store."""
+    if value not in ("", "working", "episodic", "semantic"):
+        raise typer.BadParameter(f"must be working, episodic or semantic, not {value!r}")
+    return value
+
+
+def not_negative(value: int) -> int:
+    if value < 0:
+        raise typer.BadParameter(f"must be 0 or more, not {value}")
+    return value
+
+
 def optional_object(text: str | None, what: str) -> dict[str, Any] | None:
     return None if text is None else parse_json_object(text, what)
 

@@ -52,7 +52,7 @@ def markdown() -> str:
     parts = []
     for name, command in commands():
         args = " ".join(p.name.upper() for p in command.params if p.param_type_name == "argument")
-        summary = (command.help or "").strip().splitlines()[0]
+        summary = " ".join((command.help or "").strip().split("\n\n")[0].split())  # the first paragraph, whole
         options = [p for p in command.params if p.param_type_name == "option" and p.name != "help"]
         own = [_option(p) for p in options if p.opts[0] not in COMMON]
         shared = [f"`{p.opts[0]}`" for p in options if p.opts[0] in COMMON]

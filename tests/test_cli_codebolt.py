@@ -224,3 +224,23 @@ def test_delete_a_persistent_memory(home):
     assert record(shell("persistent", "delete", "p1")) == {"id": "p1", "deleted": True}
     assert shell("persistent", "get", "p1").returncode == 3
     assert shell("persistent", "delete", "p1").returncode == 3
+
+
+def test_kg_deletes_of_what_is_not_there_exit_3_after_deleting_the_rest(home):
+    """Found by an outside audit: they exited 0, while the README promises memory_not_found."""
+    one(mem("kg", "create", "Alice", "--type", "person", "--obs", "a"))
+    one(mem("kg", "create", "Bob", "--type", "person"))
+    assert mem("kg", "relate", "Alice", "knows", "Bob").exit_code == 0
+    cases = [
+        (["kg", "forget-observation", "Alice", "a", "nope"], {"deletedObservations": ["a"]}, "no observation 'nope'"),
+        (["kg", "unrelate", "Alice", "likes", "Bob"], {"deletedRelations": 0}, "no relation 'Alice' 'likes' 'Bob'"),
+        (["kg", "delete", "Alice", "Ghost"], {"deletedEntities": 1, "deletedRelations": 1}, "no entity named 'Ghost'"),
+    ]
+    for args, counts, message in cases:
+        result = mem(*args)
+        assert result.exit_code == 3 and message in result.stderr, (args, result.output)
+        assert counts.items() <= orjson.loads(result.stdout).items(), (args, result.stdout)
+    graph = MemoryService(home).kg_read_graph()
+    assert [e["name"] for e in graph["entities"]] == ["Bob"] and graph["relations"] == []
+    assert mem("kg", "unrelate", "Bob", "knows", "Alice").exit_code == 3
+    assert mem("kg", "delete", "Bob").exit_code == 0

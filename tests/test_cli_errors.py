@@ -111,9 +111,10 @@ CASES = {
     "markdown-file-not-utf8": Case(["markdown", "save", "<latin1-file>"], "is not UTF-8 text"),
     "markdown-stdin-not-utf8": Case(["markdown", "save", "-"], "stdin is not UTF-8 text", stdin=b"caf\xe9"),
     "kg-file-missing-not-utf8-name": Case(["kg", "import", b"/nonexistent/\xff"], "cannot read /nonexistent/\\xff"),
-    # -- one entry from the arguments that the store refuses -------------------------------------
-    "negative-ttl": Case(["store", "x", "--ttl", "-5"], "ttl: Input should be greater than or equal to 0"),
-    "score-over-one": Case(["store", "x", "--score", "7"], "score: Input should be less than or equal to 1"),
+    # -- a bad option value is a usage error (exit 2), as `--limit -1` is (an outside audit) -----
+    "negative-ttl": Case(["store", "x", "--ttl", "-5"], "'--ttl': must be 0 or more, not -5", code=2),
+    "score-over-one": Case(["store", "x", "--score", "7"], "'--score': must be a number from 0 to 1", code=2),
+    "bad-tier": Case(["retrieve", "-t", "cosmic"], "'--tier' / '-t': must be working, episodic or semantic", code=2),
     # -- output format, checked before (not after) the write -----------------------------------
     "env-format": Case(["set", "k", "v"], "MEM_FORMAT must be one of", env={"MEM_FORMAT": "xml"}),
     "format-option": Case(["set", "k", "v", "--format", "xml"], "--format must be one of", code=2),

@@ -66,8 +66,10 @@ def test_bad_ndjson_line_names_its_number_and_stores_nothing(home):
 
 
 def test_invalid_entry_exits_4(home):
-    r = mem("store", "--tier", "cosmic", "x")
+    r = mem("store", "-", input='{"key": {"k": 1}, "content": "x", "tier": "cosmic"}\n')
     assert r.exit_code == 4 and "tier" in r.stderr
+    r = mem("store", "--tier", "cosmic", "x")  # a bad option value: a usage error, as --limit -1
+    assert r.exit_code == 2 and "'--tier' / '-t': must be working, episodic or semantic" in r.stderr
 
 
 def test_forget_and_session_flow(home):
