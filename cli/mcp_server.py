@@ -16,6 +16,8 @@ No message nests deeper than `mcp_wire.MAX_WIRE_DEPTH` (100) levels, under what 
 parse (the Python one: 201, and a deeper message is dropped, its call left waiting): a stored
 value that would nest deeper in a result comes back as its JSON text, a string, and the
 result's `warnings` name it (`entries[3].content: ...`); the rest of the result is unchanged.
+And every request line is answered: one the SDK's transport cannot parse or validate, which it
+would drop, gets a JSON-RPC error with the line's id (`mcp_wire.answering_stdio`).
 """
 
 from __future__ import annotations
@@ -658,6 +660,14 @@ def strict_server(**settings: Any) -> Any:
                 except MemError as exc:
                     raise ToolError(f"Error executing tool {name}: {exc.code}: {exc.message}") from None
             return await super().call_tool(name, arguments, context)
+
+        async def run_stdio_async(self) -> None:
+            """The SDK's stdio loop, on a transport that answers every request line (`mcp_wire`)."""
+            from .mcp_wire import answering_stdio
+
+            async with answering_stdio() as (read_stream, write_stream):
+                lowlevel = self._lowlevel_server
+                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     return StrictServer(**settings)
 

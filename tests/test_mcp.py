@@ -910,3 +910,36 @@ async def _wire_depth(fits: int) -> None:
         content = {e["key"]["d"]: e["content"] for e in found["entries"]}
         assert content[fits] == nested(fits) and content[fits + 1] == json.dumps(nested(fits + 1))
         assert len(found["warnings"]) == 1
+
+
+# -- requests the SDK's transport cannot read (audit A22 F2) -----------------------------------
+
+
+def test_a_request_the_sdk_cannot_read_is_answered_with_an_error(home):
+    """The SDK's stdio transport used to drop a line its parser refuses (nested over 200 levels,
+    a number of thousands of digits) and its call waited forever: it now gets a JSON-RPC error,
+    and the server goes on answering."""
+    asyncio.run(_unreadable_requests())
+
+
+async def _unreadable_requests() -> None:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import PARSE_ERROR
+
+    deep_or: Any = {}
+    for _ in range(100):  # 200 levels; the SDK client itself cannot write more than ~250
+        deep_or = {"$or": [deep_or]}
+    async with server() as client:
+        t = Calls(client)
+        unreadable = [
+            ("memory_set", {"key": "deep", "value": nested(220)}),
+            ("memory_json_list", {"filters": deep_or}),
+            ("memory_set", {"key": "big", "value": 10**4999}),
+        ]
+        for name, args in unreadable:
+            with pytest.raises(MCPError) as caught:  # a hang is the bug: fail instead of waiting forever
+                await asyncio.wait_for(client.call_tool(name, args), 60)
+            assert caught.value.code == PARSE_ERROR, caught.value.message
+            assert "cannot read the request" in caught.value.message
+        assert (await asyncio.wait_for(t.ok("memory_set", key="k", value=nested(5)), 60))["value"] == nested(5)
+        await t.fails("memory_get", "memory_not_found", key="deep")  # nothing of the unreadable calls was written
