@@ -11,6 +11,13 @@ Results come back as structured content and, for clients that show the model onl
 same object as JSON text; every tool declares its output schema (`mcp_outputs.py`). Store errors
 come back as tool errors (`isError`) whose text is `Error executing tool <name>: <code>:
 <message>` (the prefix is the SDK's), never as a crashed server.
+
+No message nests deeper than `mcp_wire.MAX_WIRE_DEPTH` (100) levels, under what SDK clients
+parse (the Python one: 201, and a deeper message is dropped, its call left waiting): a stored
+value that would nest deeper in a result comes back as its JSON text, a string, and the
+result's `warnings` name it (`entries[3].content: ...`); the rest of the result is unchanged.
+And every request line is answered: one the SDK's transport cannot parse or validate, which it
+would drop, gets a JSON-RPC error with the line's id (`mcp_wire.answering_stdio`).
 """
 
 from __future__ import annotations
@@ -89,21 +96,26 @@ SERVICE_LOCK = threading.Lock()
 
 
 def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Store errors become MCP tool errors with the error code and message; one call at a time.
-    The wrapper declares the tool's output model (`mcp_outputs`), which the SDK publishes as the
-    tool's `outputSchema` and checks each result against."""
+    """Store errors become MCP tool errors with the error code and message; one call at a time;
+    a result no deeper than clients parse (`mcp_wire`). The wrapper declares the tool's output
+    model (`mcp_outputs`), which the SDK publishes as the tool's `outputSchema` and checks each
+    result against."""
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult
 
     from a2e_mem.errors import MemError, os_failure
 
     from .mcp_outputs import output_model
+    from .mcp_wire import fit_result
+
+    model = output_model(fn.__name__)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             with SERVICE_LOCK:
-                return fn(*args, **kwargs)
+                found = fn(*args, **kwargs)
+            return fit_result(found, model)  # a value too deep for clients to parse comes as its JSON text
         except MemError as exc:  # per-entry reasons (a refused memory_store) follow, one a line
             reasons = [f"\n{r}" for r in exc.detail.get("errors", []) if isinstance(r, str)]
             raise ToolError(f"{exc.code}: {exc.message}{''.join(reasons)}") from None
@@ -111,7 +123,7 @@ def tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             failure = os_failure(exc)
             raise ToolError(f"{failure.code}: {failure.message}") from None
 
-    returns = Annotated[CallToolResult, output_model(fn.__name__)]
+    returns = Annotated[CallToolResult, model]
     wrapper.__signature__ = inspect.signature(fn, eval_str=True).replace(return_annotation=returns)  # type: ignore[attr-defined]
     return wrapper
 
@@ -648,6 +660,14 @@ def strict_server(**settings: Any) -> Any:
                 except MemError as exc:
                     raise ToolError(f"Error executing tool {name}: {exc.code}: {exc.message}") from None
             return await super().call_tool(name, arguments, context)
+
+        async def run_stdio_async(self) -> None:
+            """The SDK's stdio loop, on a transport that answers every request line (`mcp_wire`)."""
+            from .mcp_wire import answering_stdio
+
+            async with answering_stdio() as (read_stream, write_stream):
+                lowlevel = self._lowlevel_server
+                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     return StrictServer(**settings)
 

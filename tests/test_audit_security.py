@@ -615,3 +615,65 @@ def test_mcp_with_a_secret_refuses_configs_and_events_naming_another_agent(home)
         assert [(e["emitting_agent_id"], e["payload"]) for e in events] == [("agent-a", "mine")]
     finally:
         svc.close()
+
+
+# -- MCP lines the SDK's transport cannot read (audit A22 F2) --------------------------------------
+
+
+def test_mcp_answers_every_request_line_it_cannot_read(home):
+    """Raw lines to `mem serve-mcp` (the SDK's client cannot even write some of them): each one
+    with an id gets a JSON-RPC error with that id, one without an id a line on stderr; the
+    server then answers the next request as usual."""
+    import json
+    import queue
+    import threading
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
+        cwd=ROOT, env={**os.environ}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def send(line: str) -> None:
+        proc.stdin.write(line.encode("utf-8") + b"\n")
+        proc.stdin.flush()
+
+    def answer() -> dict[str, Any]:  # a missing answer is the bug: fail instead of waiting forever
+        return json.loads(lines.get(timeout=60))
+
+    def call(rid: int, arguments: str) -> str:
+        params = f'{{"name":"memory_set","arguments":{arguments}}}'
+        return f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{params}}}'
+
+    def deep(levels: int) -> str:
+        return "[" * levels + "]" * levels
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}))
+    assert answer()["id"] == 0
+    send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    unreadable = [
+        (call(1, '{"key":"s","value":"a\\ud800b"}'), 1, -32700),  # a lone surrogate: the server cannot parse it
+        (call(2, '{"key":"n","value":' + "1" * 5000 + "}"), 2, -32700),  # 5000 digits
+        (call(3, '{"key":"d","value":' + deep(300) + "}"), 3, -32700),  # 300 levels
+        (call(4, '{"key":"d","value":' + deep(3000) + "}"), 4, -32700),  # deeper than Python's json reads
+        ('{"jsonrpc":"2.0","id":"five","method":"tools/call","params":{"name":', "five", -32700),  # cut short
+        ('{"jsonrpc":"2.0","id":6,"params":{}}', 6, -32600),  # no method
+    ]
+    for line, rid, code in unreadable:
+        send(line)
+        got = answer()
+        assert got["id"] == rid and got["error"]["code"] == code, got
+    send("not json at all")  # no id to answer: dropped, and said on stderr
+    send('{"jsonrpc":"2.0","method":"notifications/progress","params":' + deep(300) + "}")
+    send('{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}')  # an id no reply can carry
+    send("   ")  # a blank line is nothing
+    send(call(7, '{"key":"ok","value":1}'))
+    got = answer()
+    assert got["id"] == 7 and got["result"]["structuredContent"]["value"] == 1, got
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    dropped = [line for line in proc.stderr.read().decode().splitlines() if "dropped" in line]
+    assert len(dropped) == 3, dropped
+    assert lines.empty()  # and nothing else was sent

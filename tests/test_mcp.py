@@ -825,3 +825,121 @@ async def _spec_samples() -> None:
         await t.ok("memory_json_save", json={"name": "tagged", "tags": ["x", "y"]})
         await t.ok("memory_json_save", json={"name": "other", "tags": ["z"]})
         assert [d["json"]["name"] for d in await t.ok("memory_json_list", filters={"tags": "x"})] == ["tagged"]
+
+
+# -- results deeper than a client parses (audit A22 F1) ----------------------------------------
+
+
+def nested(depth: int) -> Any:
+    """A value `depth` arrays deep: [[...["deep"]...]]."""
+    value: Any = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_value_too_deep_for_a_client_comes_back_as_its_json_text(home):
+    """The SDK client's parser refuses a message nesting over ~200 levels and the call used to hang:
+    a stored value nested 200 or 250 deep (the store takes 250) now comes back as its JSON text,
+    with a warning naming it, and the rest of the result as it was."""
+    svc = MemoryService(home)
+    try:
+        deep = [
+            {"key": {"k": "deep"}, "content": nested(250), "tier": "semantic", "tags": ["t"]},
+            {"key": {"k": "flat"}, "content": {"note": ["a flat note"]}, "tier": "semantic", "tags": ["t"]},
+        ]
+        assert svc.store(svc.scope("default", "default"), deep)["errors"] == []
+        svc.memory_set("kdeep", nested(200))
+        svc.memory_todo_save({"title": "t", "steps": nested(200)}, None)
+        mid = svc.episodic_memory_create("log")["memoryId"]
+        svc.episodic_memory_append_event(
+            mid, {"event_type": "e", "emitting_agent_id": "a", "payload": {"p": nested(200)}}
+        )
+    finally:
+        svc.close()
+    asyncio.run(_too_deep(mid))
+
+
+async def _too_deep(mid: str) -> None:
+    async with server() as client:
+        t = Calls(client)
+
+        async def ok(name: str, **args: Any) -> Any:  # a hang is the bug: fail instead of waiting forever
+            return await asyncio.wait_for(t.ok(name, **args), 60)
+
+        found = await ok("memory_retrieve", tags=["t"])
+        by_key = {e["key"]["k"]: e for e in found["entries"]}
+        assert json.loads(by_key["deep"]["content"]) == nested(250)
+        assert by_key["flat"]["content"] == {"note": ["a flat note"]}
+        at = next(i for i, e in enumerate(found["entries"]) if e["key"]["k"] == "deep")
+        assert [w.split(":")[0] for w in found["warnings"]] == [f"entries[{at}].content"], found["warnings"]
+        assert "JSON text" in found["warnings"][0]
+
+        got = await ok("memory_get", key="kdeep")
+        assert json.loads(got["value"]) == nested(200) and got["warnings"][0].startswith("value:")
+        todos = await asyncio.wait_for(t.raw("memory_todo_list"), 60)
+        todo = todos.structured_content["result"][0]["todo"]  # still an object, as the schema says
+        assert todo["title"] == "t" and json.loads(todo["steps"]) == nested(200)
+        assert todos.structured_content["warnings"][0].startswith("result[0].todo.steps:")
+        events = await ok("episodic_memory_query_events", memoryId=mid)  # a list comes with its warnings
+        assert json.loads(events["result"][0]["payload"]) == {"p": nested(200)}  # a payload is any JSON: all of it
+        assert events["warnings"][0].startswith("result[0].payload:")
+        assert (await ok("memory_retrieve", keys=[{"k": "flat"}])).get("warnings", []) == []  # nothing to say
+
+
+def test_values_keep_their_shape_up_to_the_wire_depth(home):
+    """An A2E entry's content sits 5 levels down a message (message, result, structuredContent,
+    entries, entry): content filling the rest of MAX_WIRE_DEPTH comes as it is, one level more
+    as its JSON text."""
+    from a2e_mem.cli.mcp_wire import MAX_WIRE_DEPTH
+
+    fits = MAX_WIRE_DEPTH - 5
+    svc = MemoryService(home)
+    try:
+        entries = [{"key": {"d": d}, "content": nested(d), "tier": "semantic"} for d in (fits, fits + 1)]
+        assert svc.store(svc.scope("default", "default"), entries)["errors"] == []
+    finally:
+        svc.close()
+    asyncio.run(_wire_depth(fits))
+
+
+async def _wire_depth(fits: int) -> None:
+    async with server() as client:
+        t = Calls(client)
+        found = await asyncio.wait_for(t.ok("memory_retrieve", keys=[{"d": fits}, {"d": fits + 1}]), 60)
+        content = {e["key"]["d"]: e["content"] for e in found["entries"]}
+        assert content[fits] == nested(fits) and content[fits + 1] == json.dumps(nested(fits + 1))
+        assert len(found["warnings"]) == 1
+
+
+# -- requests the SDK's transport cannot read (audit A22 F2) -----------------------------------
+
+
+def test_a_request_the_sdk_cannot_read_is_answered_with_an_error(home):
+    """The SDK's stdio transport used to drop a line its parser refuses (nested over 200 levels,
+    a number of thousands of digits) and its call waited forever: it now gets a JSON-RPC error,
+    and the server goes on answering."""
+    asyncio.run(_unreadable_requests())
+
+
+async def _unreadable_requests() -> None:
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import PARSE_ERROR
+
+    deep_or: Any = {}
+    for _ in range(100):  # 200 levels; the SDK client itself cannot write more than ~250
+        deep_or = {"$or": [deep_or]}
+    async with server() as client:
+        t = Calls(client)
+        unreadable = [
+            ("memory_set", {"key": "deep", "value": nested(220)}),
+            ("memory_json_list", {"filters": deep_or}),
+            ("memory_set", {"key": "big", "value": 10**4999}),
+        ]
+        for name, args in unreadable:
+            with pytest.raises(MCPError) as caught:  # a hang is the bug: fail instead of waiting forever
+                await asyncio.wait_for(client.call_tool(name, args), 60)
+            assert caught.value.code == PARSE_ERROR, caught.value.message
+            assert "cannot read the request" in caught.value.message
+        assert (await asyncio.wait_for(t.ok("memory_set", key="k", value=nested(5)), 60))["value"] == nested(5)
+        await t.fails("memory_get", "memory_not_found", key="deep")  # nothing of the unreadable calls was written

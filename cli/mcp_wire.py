@@ -1,0 +1,214 @@
+"""What `mem serve-mcp` puts on the wire, so that an MCP client never waits for an answer it
+cannot read.
+
+Results no deeper than a client parses. The store keeps values nested up to 250 levels, but the
+official Python SDK's client parses a JSON-RPC message of at most 201 levels (pydantic-core's
+recursion limit, measured with the SDK 2.3 client: A2E content 196 levels deep comes through,
+197 does not) and drops one deeper without a word, so its call hangs. Other clients' parsers
+stop sooner (serde_json, under the Rust SDK, at 128). So no message this server sends nests
+deeper than `MAX_WIRE_DEPTH` levels: a value of a result that would go deeper comes back as its
+JSON text (a string), and the result's `warnings` name it (`entries[3].content: ...`). The
+replaced value is the outermost one the tool's output schema leaves free (any JSON: an entry's
+content, a key-value's value, an event's payload, a field of a todo), so the result still
+matches its schema, every other entry comes back as it was, and `json.loads` of the text gives
+the value back whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import typing
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, BinaryIO
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+MAX_WIRE_DEPTH = 100  # levels of a whole message: half of what the Python SDK's client parses
+RESULT_LEVELS = 2  # the message and its `result` hold the structured content (level 3)
+
+
+def fit_result(result: CallToolResult, model: type[BaseModel]) -> CallToolResult:
+    """`result`, or when its structured content is too deep, the same with each too deep value
+    as its JSON text (text content rebuilt from it, so that both forms still agree)."""
+    structured = result.structured_content
+    room = MAX_WIRE_DEPTH - RESULT_LEVELS
+    if structured is None or depth(structured) <= room:
+        return result
+    warnings: list[str] = []
+    fitted = fold(structured, model, room, "", warnings)
+    fitted["warnings"] = [*fitted.get("warnings", []), *warnings]
+    text = json.dumps(fitted, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=fitted, meta=result.meta)
+
+
+def depth(value: Any) -> int:
+    """Levels of arrays and objects in `value` (a scalar: 0). Recursion is bounded: the store
+    refuses values nested deeper than 250 levels."""
+    if isinstance(value, dict):
+        return 1 + max(map(depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth, value), default=0)
+    return 0
+
+
+def fold(value: Any, kind: Any, room: int, path: str, warnings: list[str]) -> Any:
+    """`value` (declared as `kind` in the output model, found at `path`) in at most `room`
+    levels: objects and arrays the schema declares are kept and looked into, the outermost
+    free value that does not fit becomes its JSON text."""
+    if depth(value) <= room:
+        return value
+    if kind is Any or kind is None or not declared_container(kind, value):
+        warnings.append(
+            f"{path}: nests deeper than MCP clients read ({MAX_WIRE_DEPTH} levels a message), "
+            "so it comes as its JSON text"
+        )
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        fields = {field.alias or name: field.annotation for name, field in kind.model_fields.items()}
+        return {k: fold(v, fields.get(k), room - 1, f"{path}.{k}".lstrip("."), warnings) for k, v in value.items()}
+    item = typing.get_args(kind)[-1]  # list[X] or dict[str, X]
+    if isinstance(value, dict):
+        return {k: fold(v, item, room - 1, f"{path}.{k}", warnings) for k, v in value.items()}
+    return [fold(v, item, room - 1, f"{path}[{i}]", warnings) for i, v in enumerate(value)]
+
+
+def declared_container(kind: Any, value: Any) -> bool:
+    """Whether the schema declares `value`'s shape: a model or dict for an object, a list for an
+    array (an extra field, `Any` or a union leaves it free)."""
+    if isinstance(value, dict):
+        return (isinstance(kind, type) and issubclass(kind, BaseModel)) or typing.get_origin(kind) is dict
+    return isinstance(value, list) and typing.get_origin(kind) is list
+
+
+# -- every request line answered ------------------------------------------------------------------
+#
+# The SDK's stdio transport (`mcp.server.stdio`) hands a line it cannot parse or validate to the
+# server as an exception, which logs it at debug level and answers nothing: a request nested
+# over 200 levels, with a lone surrogate or a number of thousands of digits left its client
+# waiting forever. So `answering_stdio` reads the requests itself: a line the SDK's parser
+# refuses gets a JSON-RPC error carrying the line's id, as `serve-stdio` answers every line.
+# Writing stays the SDK's (`stdio_server`, which also keeps stray prints off stdout).
+
+
+@asynccontextmanager
+async def answering_stdio() -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's `stdio_server` streams, with requests read here (see above)."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    wire, restore_stdin = claim_stdin()
+    to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    done = anyio.Event()
+    try:
+        async with stdio_server(stdin=no_lines(done)) as (_, write_stream):  # its reader gets no line
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read_requests, anyio.wrap_file(wire), to_server, write_stream.clone())
+                    yield read_stream, write_stream
+            finally:
+                done.set()
+    finally:
+        restore_stdin()
+
+
+def claim_stdin() -> tuple[BinaryIO, Callable[[], None]]:
+    """The request stream: a private copy of fd 0, while fd 0 itself reads the null device (as
+    the SDK does with a stdin it claims), so that nothing else in the process, nor a child,
+    takes bytes of a request. The copy is never closed: a worker thread may still read it."""
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return os.fdopen(wire, "rb", closefd=False), lambda: os.dup2(wire, 0)
+
+
+async def no_lines(done: Any) -> AsyncIterator[str]:
+    """What the SDK's own reader reads: nothing, until the server is done."""
+    await done.wait()
+    return
+    yield  # an async generator
+
+
+async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
+    """Each line to the server as the SDK's reader would send it, or, when the SDK's parser
+    refuses it, an error answer (or, without an id, a line on stderr)."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    async with to_server, answers:
+        async for raw in wire:
+            line = raw.decode("utf-8", "replace")  # as the SDK's reader decodes
+            if not line.strip():
+                continue
+            try:
+                message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValidationError as exc:
+                await answer_unreadable(line, exc, answers)
+                continue
+            await to_server.send(SessionMessage(message))
+
+
+async def answer_unreadable(line: str, exc: Any, answers: Any) -> None:
+    """A JSON-RPC error for a line that cannot be read: a parse error (-32700) for JSON the
+    server cannot parse (malformed, too deep, a lone surrogate, a huge number), an invalid
+    request (-32600) for JSON that is no JSON-RPC message; to the id the line carries."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    unparsed = any(error["type"] == "json_invalid" for error in exc.errors())
+    reason = exc.errors()[0]["msg"] if unparsed else "not a JSON-RPC request, notification or response"
+    request_id = id_of(line)
+    if request_id is None:  # a notification, a response, or no id a reply can carry
+        sys.stderr.write(f"mem serve-mcp: dropped a message without an id that cannot be read: {reason}\n")
+        return
+    code = PARSE_ERROR if unparsed else INVALID_REQUEST
+    error = ErrorData(code=code, message=f"cannot read the request: {reason}")
+    await answers.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+
+def id_of(line: str) -> str | int | None:
+    """The id of a request line, as far as it can be read: the whole line as JSON, else its
+    members up to the first unreadable one (a client writes `id` near the start). None for a
+    notification, a response (never answered) or an id no reply can carry."""
+    members = leading_members(line)
+    request_id = members.get("id")
+    if "method" not in members and ("result" in members or "error" in members):
+        return None
+    if isinstance(request_id, str) and not any("\ud800" <= c <= "\udfff" for c in request_id):
+        return request_id
+    return request_id if type(request_id) is int else None
+
+
+def leading_members(line: str) -> dict[str, Any]:
+    """The members of the JSON object on `line` that can be read, in order, until one cannot."""
+    decoder = json.JSONDecoder(parse_int=lambda digits: int(digits) if len(digits) <= 20 else None)
+    members: dict[str, Any] = {}
+    at = skip_space(line, 0)
+    if not line.startswith("{", at):
+        return members
+    at += 1
+    try:
+        while True:
+            name, at = decoder.raw_decode(line, skip_space(line, at))
+            at = skip_space(line, at)
+            if not isinstance(name, str) or not line.startswith(":", at):
+                return members
+            members[name], at = decoder.raw_decode(line, skip_space(line, at + 1))
+            at = skip_space(line, at)
+            if not line.startswith(",", at):
+                return members
+            at += 1
+    except (ValueError, RecursionError):  # cut short, malformed, or too deep for Python's parser
+        return members
+
+
+def skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
