@@ -45,6 +45,15 @@ class Tools:
         self.sessions: dict[tuple[str, str], Any] = {}
 
     def ns(self, namespace: str | None) -> str:
+        """The namespace a call acts in: the given one, else --namespace. With a secret configured
+        the server's namespace is fixed at start, as its agent is: a call naming another one is
+        refused, so that agents given namespaces of their own cannot reach each other's records."""
+        if self.fixed_agent and namespace not in (None, "", self.namespace):
+            from a2e_mem.errors import Unauthorized
+
+            raise Unauthorized(
+                f"this server serves namespace {self.namespace!r} only (MEM_AUTH_SECRET is set), not {namespace!r}"
+            )
         return namespace or self.namespace
 
     def agent_for(self, agent: str | None) -> str:

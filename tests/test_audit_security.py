@@ -289,6 +289,43 @@ def test_mcp_with_a_secret_acts_as_its_agent_only(home, read_only):
     assert b_episodic(home) == ["B secret zebra"]
 
 
+def test_mcp_with_a_secret_serves_its_own_namespace_only(home):
+    """Found by an outside audit: every MCP tool takes a `namespace`, so with a secret agent A
+    could still read and change agent B's key-value pairs, documents, episodic logs, persistent
+    memories and graph in B's namespace, although the README advises separate namespaces."""
+    svc = MemoryService(home)
+    svc.memory_set("bobkey", "bob secret kv", namespace="bobns")
+    svc.memory_set("own", "alice kv", namespace="alicens")
+    svc.persistent_memory_create("b", {"source_type": "kv", "source_id": "bobns"}, {"format": "text"},
+                                 id="pm_bob", namespace="bobns")  # fmt: skip
+    svc.close()
+    reads_bob = {"source_type": "kv", "source_id": "bobns"}
+    foreign = [
+        ("memory_get", {"key": "bobkey", "namespace": "bobns"}),
+        ("memory_set", {"key": "bobkey", "value": "overwritten", "namespace": "bobns"}),
+        ("memory_delete", {"key": "bobkey", "namespace": "bobns"}),
+        ("persistent_memory_update", {"memory_id": "pm_bob", "label": "mine", "namespace": "bobns"}),
+        ("persistent_memory_retrieve", {"memory_id": "pm_bob", "query": "bob", "namespace": "bobns"}),
+        ("search_nodes", {"query": "x", "namespace": "bobns"}),
+        ("memory_retrieve", {"query": "x", "namespace": "bobns"}),
+        ("persistent_memory_create", {"label": "peek", "retrieval": reads_bob, "contribution": {"format": "text"}}),
+    ]
+    own = [("memory_get", {"key": "own"}), ("memory_get", {"key": "own", "namespace": "alicens"})]
+    args = ["-n", "alicens", "-a", "alice"]
+    results = mcp_run(home, args, foreign + own, env={"MEM_AUTH_SECRET": SECRET})
+    for (is_error, text, _), call in zip(results, foreign, strict=False):
+        assert is_error and "unauthorized" in text and "bob secret" not in text, (call, text)
+    for is_error, text, found in results[len(foreign) :]:
+        assert not is_error and found["value"] == "alice kv", text
+    check = MemoryService(home)
+    assert check.memory_get("bobkey", namespace="bobns")["value"] == "bob secret kv"
+    assert check.persistent_memory_get("pm_bob", namespace="bobns")["label"] == "b"
+    assert [p["id"] for p in check.persistent_memory_list(namespace="alicens")] == []
+    check.close()
+    without = mcp_run(home, args, foreign[:1])  # without a secret, namespaces are open (by convention only)
+    assert not without[0][0] and "bob secret kv" in without[0][1]
+
+
 def test_mcp_without_a_secret_accepts_any_agent_name(home):
     two_agents(home)
     results = mcp_run(

@@ -137,7 +137,7 @@ class PersistentTools:
         }  # fmt: skip
         doc = _validated({k: v for k, v in fields.items() if v is not None})  # missing: "Field required"
         _check_agent(doc["retrieval"], agent)
-        self._check_source(doc["retrieval"], namespace)
+        self._check_source(doc["retrieval"], namespace, agent)
         configs = self._configs(namespace)
         with self.backend.lock(namespace):
             if configs.get(doc["id"]) is not None:
@@ -184,7 +184,7 @@ class PersistentTools:
             doc = _validated({**base, **given})
             if "retrieval" in given:
                 _check_agent(doc["retrieval"], agent)
-                self._check_source(doc["retrieval"], namespace)
+                self._check_source(doc["retrieval"], namespace, agent)
             return {**doc, "created_at": old["created_at"], "updated_at": iso(clock.now())}
 
         return self._configs(namespace).update(memory_id, "persistent memory", change)
@@ -220,6 +220,8 @@ class PersistentTools:
         retrieval, contribution = config["retrieval"], config["contribution"]
         if agent is not None and retrieval["source_type"] == "vectordb":
             retrieval = _as_agent(retrieval, agent)
+        if agent is not None:
+            self._check_source(retrieval, namespace, agent)
         items, line = self._run_source(retrieval, text, any(_given(v) for v in inputs.values()), namespace)
         rendered, tokens, shown = render(
             items, contribution["format"], contribution["template"], line, config["label"], contribution["max_tokens"]
@@ -240,10 +242,14 @@ class PersistentTools:
             return source(self, retrieval, "", namespace)
         return [], None
 
-    def _check_source(self, retrieval: Doc, namespace: str) -> None:
-        """Refuse at create (and update) a source retrieval could not read."""
+    def _check_source(self, retrieval: Doc, namespace: str, agent: str | None = None) -> None:
+        """Refuse a source retrieval could not read, or (for an authenticated `agent`) one of
+        another namespace: at create, at update and before each retrieval."""
         if retrieval["source_type"] == "eventlog":
-            self._event_source(retrieval["source_id"], namespace)
+            source_namespace = self._event_source(retrieval["source_id"], namespace)[0]
+        else:
+            source_namespace = retrieval["source_id"]
+        _own_namespace(source_namespace, namespace, agent)
 
     def _event_source(self, source_id: str, namespace: str) -> tuple[str, str]:
         """(namespace, memory ID) of an eventlog source: `source_id` in this namespace, else
@@ -433,6 +439,16 @@ def _check_agent(retrieval: Doc, agent: str | None) -> None:
     """Refuse at create and update what retrieval by `agent` (authenticated) would refuse."""
     if agent is not None and retrieval["source_type"] == "vectordb":
         _as_agent(retrieval, agent)
+
+
+def _own_namespace(source_namespace: str, namespace: str, agent: str | None) -> None:
+    """An authenticated caller (`agent`) reads sources of its own namespace only: the server
+    that authenticates it serves that one namespace (`mem serve-mcp` with MEM_AUTH_SECRET)."""
+    if agent is not None and source_namespace != namespace:
+        raise Unauthorized(
+            f"this persistent memory reads namespace {source_namespace!r}; an authenticated caller "
+            f"reads its own, {namespace!r}"
+        )
 
 
 def _as_agent(retrieval: Doc, agent: str) -> Doc:
