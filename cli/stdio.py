@@ -132,11 +132,12 @@ def serve(service, stdin: BinaryIO, stdout: BinaryIO, auth_secret: str | None = 
 
 def _response(protocol, line: bytes | TooLong, limit: int) -> dict | None:  # type: ignore[no-untyped-def]
     """The response to one line (None for a blank line, which is no request)."""
+    from a2e_mem.ndjson import without_bom
     from a2e_mem.protocol import error, request_id
 
     if isinstance(line, TooLong):
         return error(request_id(line.head), "invalid_message", f"line longer than {limit} bytes: refused")
-    if not line.strip():
+    if not without_bom(line).strip():  # a blank line, or one holding only a byte order mark
         return None
     return protocol.handle(line)
 

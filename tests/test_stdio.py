@@ -314,6 +314,15 @@ def test_a_leading_byte_order_mark_is_not_part_of_the_message(proto):
     assert broken["code"] == "parse_error" and broken["req_id"] == "b3"
 
 
+def test_a_line_holding_only_a_byte_order_mark_is_a_blank_line(home):
+    """Found by an outside audit: it got a parse_error, while blank lines are skipped."""
+    out = io.BytesIO()
+    lines = [b"\xef\xbb\xbf", b"  ", b"\xef\xbb\xbf \r", orjson.dumps(msg("ping", id="after"))]
+    serve(MemoryService(home), io.BytesIO(b"\n".join(lines) + b"\n"), out)
+    replies = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r["type"], r["req_id"]) for r in replies] == [("pong", "after")]
+
+
 def test_lines_already_in_the_pipe_after_shutdown_are_answered_while_stdin_stays_open(home):
     """The server does not wait for end of input after `shutdown` (the SDK client may keep
     stdin open): it answers what is already in the pipe, then exits."""
