@@ -14,7 +14,7 @@ import typer
 
 from .arguments import shown
 from .context import state
-from .errors import EXIT_TERM, CliError, invalid_input
+from .errors import CliError, invalid_input
 from .options import Fields, Format, fields_list
 from .output import emit, emit_one, note
 from .progress import progress
@@ -48,19 +48,23 @@ def export(
 
 @contextlib.contextmanager
 def _terminated_exits() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C (exit 143 = 128 + SIGTERM, as a shell reports a tool it ended):
-    by default it ends the process on the spot, leaving the temporary file of `-o FILE` behind."""
+    """SIGTERM and SIGHUP (a closed terminal) unwind like Ctrl-C, exiting 128 + the signal (143,
+    129), as a shell reports a tool they ended: by default they end the process on the spot,
+    leaving the temporary file of `-o FILE` behind."""
 
-    def exit_terminated(signum: int, frame: object) -> None:
-        raise SystemExit(EXIT_TERM)
+    def exit_signalled(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
 
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous != signal.SIG_IGN:  # a SIGTERM ignored by whoever started mem stays ignored
-        signal.signal(signal.SIGTERM, exit_terminated)
+    ended_by = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    previous = {signum: signal.getsignal(signum) for signum in ended_by}
+    for signum, handler in previous.items():
+        if handler != signal.SIG_IGN:  # a signal ignored by whoever started mem stays ignored (nohup)
+            signal.signal(signum, exit_signalled)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _is_stdout(path: str) -> bool:

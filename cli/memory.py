@@ -18,11 +18,12 @@ from .options import (
     SessionId,
     field_names,
     fields_list,
-    not_negative,
     parse_key,
     parse_value,
     scope,
     tier_name,
+    tier_or_every,
+    ttl_seconds,
     zero_to_one,
 )
 from .output import emit, emit_one, note
@@ -32,6 +33,9 @@ ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at", "relevance",
                 "explain")  # fmt: skip
 Tier = Annotated[str, typer.Option("--tier", "-t", callback=tier_name, help="working, episodic or semantic.")]
+AnyTier = Annotated[
+    str, typer.Option("--tier", "-t", callback=tier_or_every, help="working, episodic or semantic (default: all).")
+]
 Keys = Annotated[
     list[str] | None,
     typer.Option(
@@ -57,7 +61,7 @@ def store(
     tag: Tags = None,
     source: Annotated[str, typer.Option(help="Where the memory came from.")] = "",
     score: Annotated[float, typer.Option(callback=zero_to_one, help="Importance, 0 to 1.")] = 1.0,
-    ttl: Annotated[int, typer.Option(callback=not_negative, help="Seconds until it expires (0: never).")] = 0,
+    ttl: Annotated[int, typer.Option(callback=ttl_seconds, help="Seconds until it expires (0: never).")] = 0,
     namespace: Namespace = "default",
     agent: Agent = "default",
     session: SessionId = None,
@@ -119,7 +123,7 @@ def retrieve(
     query: Annotated[str, typer.Option("--query", "-q", help="Similarity search text.")] = "",
     key: Keys = None,
     tag: Tags = None,
-    tier: Tier = "",
+    tier: AnyTier = "",
     limit: Limit = 10,
     min_score: Annotated[
         float, typer.Option("--min-score", callback=zero_to_one, help="Minimum relevance, 0 to 1.")

@@ -48,16 +48,22 @@ def zero_to_one(value: float) -> float:
 
 
 def tier_name(value: str) -> str:
-    """An A2E tier (or "" where the command allows every tier): a bad one is a bad option
-    value (exit 2), as `--limit -1` is, rather than invalid input found by the store."""
-    if value not in ("", "working", "episodic", "semantic"):
+    """An A2E tier: a bad one is a bad option value (exit 2), as `--limit -1` is, rather than
+    invalid input found by the store."""
+    if value not in ("working", "episodic", "semantic"):
         raise typer.BadParameter(f"must be working, episodic or semantic, not {value!r}")
     return value
 
 
-def not_negative(value: int) -> int:
-    if value < 0:
-        raise typer.BadParameter(f"must be 0 or more, not {value}")
+def tier_or_every(value: str) -> str:
+    """A tier, or "" (the option left out) for every tier."""
+    return value if value == "" else tier_name(value)
+
+
+def ttl_seconds(value: int) -> int:
+    """0 or more seconds, within the 64 bits a stored number may take."""
+    if not 0 <= value < 1 << 63:
+        raise typer.BadParameter(f"must be 0 to {(1 << 63) - 1} seconds, not {value}")
     return value
 
 

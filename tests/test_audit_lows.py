@@ -374,7 +374,10 @@ def big_store(home):
         svc.close()
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+STOPS = [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
+
+
+@pytest.mark.parametrize("signum, code", STOPS, ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_an_export_stopped_midway_removes_its_temporary_file_and_keeps_the_file(big_store, tmp_path, signum, code):
     """Found by an outside audit: SIGTERM ended `mem export -o FILE` on the spot, leaving the
     temporary file beside FILE (Ctrl-C already unwound and removed it)."""

@@ -298,6 +298,7 @@ def test_mcp_with_a_secret_serves_its_own_namespace_only(home):
     svc.memory_set("own", "alice kv", namespace="alicens")
     svc.persistent_memory_create("b", {"source_type": "kv", "source_id": "bobns"}, {"format": "text"},
                                  id="pm_bob", namespace="bobns")  # fmt: skip
+    bob_log = svc.episodic_memory_create("bob's log", namespace="bobns")["memoryId"]
     svc.close()
     reads_bob = {"source_type": "kv", "source_id": "bobns"}
     foreign = [
@@ -310,13 +311,17 @@ def test_mcp_with_a_secret_serves_its_own_namespace_only(home):
         ("memory_retrieve", {"query": "x", "namespace": "bobns"}),
         ("persistent_memory_create", {"label": "peek", "retrieval": reads_bob, "contribution": {"format": "text"}}),
     ]
+    bob_events = {"source_type": "eventlog", "source_id": bob_log}  # a bare ID found in another namespace
+    probe = ("persistent_memory_create", {"label": "p", "retrieval": bob_events, "contribution": {"format": "text"}})
     own = [("memory_get", {"key": "own"}), ("memory_get", {"key": "own", "namespace": "alicens"})]
     args = ["-n", "alicens", "-a", "alice"]
-    results = mcp_run(home, args, foreign + own, env={"MEM_AUTH_SECRET": SECRET})
+    results = mcp_run(home, args, foreign + own + [probe], env={"MEM_AUTH_SECRET": SECRET})
     for (is_error, text, _), call in zip(results, foreign, strict=False):
         assert is_error and "unauthorized" in text and "bob secret" not in text, (call, text)
-    for is_error, text, found in results[len(foreign) :]:
+    for is_error, text, found in results[len(foreign) : -1]:
         assert not is_error and found["value"] == "alice kv", text
+    is_error, text, _ = results[-1]  # refused without saying where the ID lives (an audit of the fix)
+    assert is_error and "bobns" not in text and "no episodic memory" in text, text
     check = MemoryService(home)
     assert check.memory_get("bobkey", namespace="bobns")["value"] == "bob secret kv"
     assert check.persistent_memory_get("pm_bob", namespace="bobns")["label"] == "b"

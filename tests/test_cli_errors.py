@@ -112,7 +112,9 @@ CASES = {
     "markdown-stdin-not-utf8": Case(["markdown", "save", "-"], "stdin is not UTF-8 text", stdin=b"caf\xe9"),
     "kg-file-missing-not-utf8-name": Case(["kg", "import", b"/nonexistent/\xff"], "cannot read /nonexistent/\\xff"),
     # -- a bad option value is a usage error (exit 2), as `--limit -1` is (an outside audit) -----
-    "negative-ttl": Case(["store", "x", "--ttl", "-5"], "'--ttl': must be 0 or more, not -5", code=2),
+    "negative-ttl": Case(["store", "x", "--ttl", "-5"], "'--ttl': must be 0 to 9223372036854775807 seconds", code=2),
+    "huge-ttl": Case(["store", "x", "--ttl", str(1 << 64)], "must be 0 to 9223372036854775807 seconds", code=2),
+    "empty-tier": Case(["store", "x", "--tier", ""], "'--tier' / '-t': must be working, episodic or semantic", code=2),
     "score-over-one": Case(["store", "x", "--score", "7"], "'--score': must be a number from 0 to 1", code=2),
     "bad-tier": Case(["retrieve", "-t", "cosmic"], "'--tier' / '-t': must be working, episodic or semantic", code=2),
     # -- output format, checked before (not after) the write -----------------------------------

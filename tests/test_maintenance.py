@@ -193,3 +193,18 @@ def test_a_redacted_codebolt_write_answers_with_what_was_stored(home, monkeypatc
         svc.close()
     for answer in answers:
         assert b"hunter22" not in orjson.dumps(answer) and b"[REDACTED]" in orjson.dumps(answer), answer
+
+
+def test_doctor_finds_a_store_of_key_value_pairs_healthy(home):
+    """Found by an outside audit: a store that never embedded anything has checkpoints without
+    vectors and no store.json, which doctor reported as missing (exit 1)."""
+    from a2e_mem.service import MemoryService
+
+    svc = MemoryService(home)
+    svc.memory_set("a", "1")
+    svc.memory_set("b", "2")
+    svc.memory_delete("a")
+    svc.checkpoint(force=True)
+    assert list(home.glob("ns/*/*/seg-*")) and not (home / "store.json").exists()
+    assert svc.doctor() == []
+    svc.close()

@@ -169,4 +169,34 @@ def test_journal_lines_are_numbered_across_writers_and_a_lost_block_is_found(tmp
         assert deletes(reader.read_new()) == [["a"], ["d"]] and reader.skipped == 2
     finally:
         logging.getLogger("mem").removeHandler(handler)
-    assert any("2 lines missing before line 3" in text for text in warned), warned
+    assert any("line 3 of" in text and "2 lines before it are missing" in text for text in warned), warned
+
+
+def test_a_repeated_journal_line_is_skipped_and_reported_not_applied_again(tmp_path):
+    """Found by an outside audit: a put copied to the end of a journal (after the delete of its
+    record) brought the deleted record back, and doctor reported nothing."""
+    from a2e_mem.backends.files.integrity import scan_journal
+
+    path = tmp_path / "wal-00000001.ndjson"
+    journal = Journal.create(path, 1, {"schema": "records"})
+    journal.append({"op": "del", "ids": ["a"]})
+    journal.append({"op": "del", "ids": ["b"]})
+    journal.append({"op": "del", "ids": ["c"]})
+    header, a, b, c = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(header + a + b + c + a)  # line 2 again, at the end
+    ops, bad = scan_journal(path)
+    assert deletes(ops) == [["a"], ["b"], ["c"]]
+    repeat = "repeats an earlier line or comes after a later one (it says it is line 2, after line 4): skipped"
+    assert bad == [(5, repeat)]
+    reader = Journal(path, 1)
+    assert deletes(reader.read_new()) == [["a"], ["b"], ["c"]] and reader.skipped == 1
+    path.write_bytes(header + a + c + b)  # two lines swapped: both reported, the moved one skipped
+    ops, bad = scan_journal(path)
+    assert deletes(ops) == [["a"], ["c"]] and [n for n, _ in bad] == [3, 4]
+    path.write_bytes(header + a + b"garbage\n" + b + c)  # a line inserted: reported once, nothing skipped
+    ops, bad = scan_journal(path)
+    assert deletes(ops) == [["a"], ["b"], ["c"]] and bad == [(3, "no checksum")]
+    writer = Journal(path, 1)
+    list(writer.read_new())
+    writer.append({"op": "del", "ids": ["d"]})  # numbered after what it read: no report
+    assert scan_journal(path)[1] == [(3, "no checksum")]

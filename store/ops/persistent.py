@@ -246,14 +246,20 @@ class PersistentTools:
         """Refuse a source retrieval could not read, or (for an authenticated `agent`) one of
         another namespace: at create, at update and before each retrieval."""
         if retrieval["source_type"] == "eventlog":
-            source_namespace = self._event_source(retrieval["source_id"], namespace)[0]
+            source_namespace = self._event_source(retrieval["source_id"], namespace, own_only=agent is not None)[0]
         else:
             source_namespace = retrieval["source_id"]
         _own_namespace(source_namespace, namespace, agent)
 
-    def _event_source(self, source_id: str, namespace: str) -> tuple[str, str]:
+    def _event_source(self, source_id: str, namespace: str, own_only: bool = False) -> tuple[str, str]:
         """(namespace, memory ID) of an eventlog source: `source_id` in this namespace, else
-        `namespace/ID`, else the one namespace holding that ID."""
+        `namespace/ID`, else the one namespace holding that ID. `own_only` (an authenticated
+        caller): this namespace only, so that the answer says nothing of the others."""
+        if own_only:
+            memory_id = source_id.removeprefix(f"{namespace}/")
+            if self._episodes(namespace).get(memory_id) is None:  # type: ignore[attr-defined]
+                raise InvalidInput(f"retrieval.source_id: no episodic memory {source_id!r} in namespace {namespace!r}")
+            return namespace, memory_id
         tried = [(namespace, source_id)]
         if "/" in source_id:
             named, memory_id = source_id.rsplit("/", 1)

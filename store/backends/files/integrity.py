@@ -144,15 +144,37 @@ def parse_line(line: bytes, sealed: bool) -> tuple[dict[str, Any] | None, str | 
     return (None if problem else op), problem, sealed or bool(verdict)
 
 
-def sequence_gap(op: dict[str, Any] | None, expected: int) -> tuple[int, int]:
-    """(lines missing before this one, the number the next line should carry). A line is counted
-    whether or not it could be read; one that carries its number (`op["line"]`) resets the count to
-    it: past the count, the lines between are missing; short of it, a line was added or repeated
-    (a damaged one is reported as such, a repeated write is harmless)."""
-    number = op.get("line") if op is not None else None
-    if not isinstance(number, int) or isinstance(number, bool) or number < 1:  # older lines carry none
-        return 0, expected + 1
-    return max(number - expected, 0), number + 1
+class LineOrder:
+    """The numbers journal lines carry (`"line"`, see `journal.py`), checked as a journal is read.
+    Healthy, they are 1, 2, 3... in file order (lines of older versions carry none and count one
+    each). A line numbered past the count says how many lines before it are missing, less the
+    unreadable ones since the last numbered line (a damaged line held its number; inserted
+    garbage held none). A line numbered at or below one already read repeats an earlier write
+    or was moved after a later one: applying it could bring back a record deleted since, so it
+    is skipped and reported."""
+
+    def __init__(self) -> None:
+        self.expected = 1  # the number the next line should carry
+        self.unreadable = 0  # lines since the last readable one that could not be read
+
+    def next_number(self) -> int:
+        """The number of a line appended after every line read so far."""
+        return self.expected + self.unreadable
+
+    def check(self, op: dict[str, Any] | None) -> str | None:
+        """Why the line holding `op` (None: unreadable) is out of sequence, or None."""
+        number = op.get("line") if op is not None else None
+        if op is None:
+            self.unreadable += 1
+            return None
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:  # an older line
+            self.expected, self.unreadable = self.next_number() + 1, 0
+            return None
+        if number < self.expected:
+            return f"{OUT_OF_ORDER} (it says it is line {number}, after line {self.expected - 1}): skipped"
+        missing = number - self.expected - self.unreadable
+        self.expected, self.unreadable = number + 1, 0
+        return f"{missing} {MISSING_LINES} (it says it is line {number})" if missing > 0 else None
 
 
 def complete_lines(data: bytes) -> list[bytes]:
@@ -162,6 +184,7 @@ def complete_lines(data: bytes) -> list[bytes]:
 
 
 MISSING_LINES = "lines before it are missing"
+OUT_OF_ORDER = "repeats an earlier line or comes after a later one"
 
 
 def lines_lost(bad: list[tuple[int, str]]) -> int:
@@ -172,21 +195,21 @@ def lines_lost(bad: list[tuple[int, str]]) -> int:
 
 def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
     """Every valid operation of a journal file, and (line number, problem) of each bad line and
-    of each line before which lines are missing (`journal.sequence_gap`). A torn last line (no
-    newline) is not counted: writers cut it off."""
+    of each line out of sequence (`LineOrder`: lines missing before it, or it repeats an earlier
+    one and is skipped). A torn last line (no newline) is not counted: writers cut it off."""
     data = path.read_bytes()
     ops: list[dict[str, Any]] = []
     bad: list[tuple[int, str]] = []
     sealed = False
-    expected = 1
+    order = LineOrder()
     for number, line in enumerate(complete_lines(data), 1):
         op, problem, sealed = parse_line(line, sealed)
-        gap, expected = sequence_gap(op, expected)
-        if gap:
-            bad.append((number, f"{gap} {MISSING_LINES} (it says it is line {expected - 1})"))
+        out_of_sequence = order.check(op)
+        if out_of_sequence:
+            bad.append((number, out_of_sequence))
         if op is None:
             bad.append((number, problem or "unreadable"))
-        else:
+        elif OUT_OF_ORDER not in (out_of_sequence or ""):
             op.pop("line", None)
             ops.append(op)
     return ops, bad

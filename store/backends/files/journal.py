@@ -14,9 +14,10 @@ checksum are read as before only in journals of older versions (no sealed line y
 
 Each operation line also carries its number in the file (`"line"`, the header being line 1), so
 that whole lines lost from the middle (a block of the file zeroed and cut out, an edit) are
-found: a line whose number is past the count of lines before it says how many are missing
-(`sequence_gap`). What no number can tell is a file that lost its last lines: that looks like a
-journal whose writers stopped there (and a torn last line like a writer that died mid-write).
+found: a line numbered past the count of lines before it says how many are missing, and one
+that repeats an earlier number is skipped (`integrity.LineOrder`). What no number can tell is a
+file that lost its last lines: that looks like a journal whose writers stopped there (and a torn
+last line like a writer that died mid-write).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 from ...log import logger
 from ...paths import FILE_MODE, fsync_dir
-from .integrity import complete_lines, parse_line, seal, sequence_gap
+from .integrity import MISSING_LINES, LineOrder, complete_lines, parse_line, seal
 
 Op = dict[str, Any]
 
@@ -45,7 +46,7 @@ class Journal:
         self._written = 0  # where this process's last append ended
         self._fd: int | None = None
         self._lines = 0  # complete lines read so far (for naming a bad one)
-        self._next_read = 1  # the number ("line") the next line read should carry
+        self._order = LineOrder()  # the numbers ("line") of the lines read so far
         self._next_written = 1  # the number of a line appended right after this process's last one
         self._sealed = False  # a sealed line was read: every later line must be sealed too
         self.skipped = 0  # damaged or missing lines (a checkpoint keeps such a journal aside)
@@ -84,12 +85,8 @@ class Journal:
         for line in complete_lines(data[:end]):
             self._lines += 1
             op, problem, self._sealed = parse_line(line, self._sealed)
-            gap, self._next_read = sequence_gap(op, self._next_read)
-            if gap:
-                self.skipped += gap
-                logger("journal").warning(
-                    "%d lines missing before line %d of %s: run `mem doctor`", gap, self._lines, self.path
-                )
+            if not self._in_sequence(op):
+                continue
             if op is None:
                 self.skipped += 1
                 logger("journal").warning(
@@ -100,6 +97,17 @@ class Journal:
                 yield op
         self.offset += end
 
+    def _in_sequence(self, op: Op | None) -> bool:
+        """Check the line's number (`integrity.LineOrder`); False for a line that repeats an
+        earlier one, skipped (applying it could bring back what was deleted since)."""
+        problem = self._order.check(op)
+        if problem is None:
+            return True
+        missing = MISSING_LINES in problem
+        self.skipped += int(problem.split()[0]) if missing else 1
+        logger("journal").warning("line %d of %s: %s: run `mem doctor`", self._lines, self.path, problem)
+        return missing
+
     def append(self, op: Op) -> None:
         """Durably append one operation. The caller holds the lock and has read to the end; the
         line is not applied here: the next `read_new` returns it like any other."""
@@ -107,7 +115,7 @@ class Journal:
         end = max(self.offset, self._written)
         if os.fstat(fd).st_size != end:
             self._cut_torn_tail(fd, end)
-        number = self._next_read if self.offset >= self._written else self._next_written
+        number = self._order.next_number() if self.offset >= self._written else self._next_written
         line = seal({**op, "line": number}) + b"\n"
         try:
             written = os.pwrite(fd, line, end)

@@ -263,10 +263,11 @@ def _check_permissions(home: Path, repair: bool) -> list[Finding]:
 
 
 def _check_store_file(engine: Engine, repair: bool) -> list[Finding]:
-    """store.json: readable and sealed, and present once the store has checkpoints."""
+    """store.json: readable and sealed, and present once the store has checkpoints with vectors
+    (a store of key-value pairs only never embeds anything, so never records an embedder)."""
     path = engine.home / "store.json"
     try:
-        if engine.recorded_embedder() is not None or not any(engine.home.glob("ns/*/*/seg-*")):
+        if engine.recorded_embedder() is not None or engine.embedder_on_record() is None:
             return []
         problem = "missing (the store has checkpoints)"
     except Damaged as exc:
