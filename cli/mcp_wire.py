@@ -141,9 +141,11 @@ async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
     from mcp_types import jsonrpc_message_adapter
     from pydantic import ValidationError
 
+    from a2e_mem.ndjson import without_bom
+
     async with to_server, answers:
         async for raw in wire:
-            line = raw.decode("utf-8", "replace")  # as the SDK's reader decodes
+            line = without_bom(raw).decode("utf-8", "replace")  # as serve-stdio reads, as the SDK decodes
             if not line.strip():
                 continue
             try:

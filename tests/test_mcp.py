@@ -943,3 +943,51 @@ async def _unreadable_requests() -> None:
             assert "cannot read the request" in caught.value.message
         assert (await asyncio.wait_for(t.ok("memory_set", key="k", value=nested(5)), 60))["value"] == nested(5)
         await t.fails("memory_get", "memory_not_found", key="deep")  # nothing of the unreadable calls was written
+
+
+# -- raw request lines the SDK's client cannot write (audit A22b F4) -----------------------------
+
+
+class RawServer:
+    """`mem serve-mcp` spoken to line by line, initialized; a missing answer fails the test
+    instead of waiting forever."""
+
+    def __init__(self) -> None:
+        import queue
+        import threading
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
+            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(line) for line in self.proc.stdout], daemon=True).start()
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}).encode())
+        assert self.answer()["id"] == 0
+        self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def send(self, line: bytes) -> None:
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> Any:
+        return json.loads(self.lines.get(timeout=60))
+
+    def close(self) -> str:
+        """Stops the server; its stderr. Every answer must have been taken."""
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+        assert self.lines.empty(), self.lines.get()
+        return self.proc.stderr.read().decode()
+
+
+def test_a_request_line_starting_with_a_byte_order_mark_is_read_without_it(home):
+    """As `serve-stdio` reads such a line; serve-mcp left it unanswered."""
+    raw = RawServer()
+    raw.send('\ufeff{"jsonrpc":"2.0","id":"bom","method":"ping"}'.encode())
+    assert raw.answer() == {"jsonrpc": "2.0", "id": "bom", "result": {}}
+    raw.send("\ufeff".encode())  # a line holding only a byte order mark is no request, as a blank one
+    raw.send(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+    assert raw.answer()["id"] == 1
+    assert "dropped" not in raw.close()
