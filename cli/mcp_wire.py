@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import typing
 from collections.abc import AsyncIterator, Callable
@@ -175,10 +176,9 @@ async def answer_unreadable(line: str, exc: Any, answers: Any) -> None:
 
 
 def id_of(line: str) -> str | int | None:
-    """The id of a request line, as far as it can be read: the whole line as JSON, else its
-    members up to the first unreadable one (a client writes `id` near the start). None for a
+    """The id of a request line, as far as it can be read (see `shallow_objects`). None for a
     notification, a response (never answered) or an id no reply can carry."""
-    members = leading_members(line)
+    members = next(iter(shallow_objects(line)), {})
     request_id = members.get("id")
     if "method" not in members and ("result" in members or "error" in members):
         return None
@@ -187,30 +187,54 @@ def id_of(line: str) -> str | int | None:
     return request_id if type(request_id) is int else None
 
 
-def leading_members(line: str) -> dict[str, Any]:
-    """The members of the JSON object on `line` that can be read, in order, until one cannot."""
-    decoder = json.JSONDecoder(parse_int=lambda digits: int(digits) if len(digits) <= 20 else None)
-    members: dict[str, Any] = {}
-    at = skip_space(line, 0)
-    if not line.startswith("{", at):
-        return members
-    at += 1
+# A token of JSON text: a string (escapes kept), a structural character, or a run of anything
+# else (a number, true, false, null, or garbage).
+TOKEN = re.compile(r'[ \t\r\n]*(?:("[^"\\]*(?:\\.[^"\\]*)*")|([\[\]{}:,])|([^\[\]{}:,"\s]+))')
+NESTED = object()  # the value of a member that is an object or an array: not read
+UNREADABLE = object()  # the value of a member that no JSON parser reads (1e, "\x", a 5000-digit number)
+
+
+def shallow_objects(line: str) -> list[dict[str, Any]]:
+    """The members of the JSON object on `line`, or of each object in the JSON array on it (a
+    batch), with their values when they are no object or array. A scan of the tokens that counts
+    depth outside strings, so that a member after a value too deep, too big or malformed for a
+    JSON parser is still found (an id may come last); it stops where the line stops being JSON
+    tokens (an unterminated string). A member written twice keeps its last value, as parsers do."""
+    objects: list[dict[str, Any]] = []
+    depth, shallow, name, expect = 0, 0, "", ""  # expect: the next token of a shallow object
+    at = 0
+    while token := TOKEN.match(line, at):
+        at = token.end()
+        string, mark, scalar = token.groups()
+        if not shallow:  # the first token: an object, a batch, or no message
+            shallow = {"{": 1, "[": 2}.get(mark, -1)
+        if mark in ("{", "["):
+            depth += 1
+            if mark == "{" and depth == shallow:
+                objects.append({})
+                expect = "name"
+            elif depth == shallow + 1 and expect == "value":
+                objects[-1][name], expect = NESTED, ""
+        elif mark in ("}", "]"):
+            depth -= 1
+        elif depth != shallow or not objects:
+            continue
+        elif mark == ",":
+            expect = "name"
+        elif mark == ":":
+            expect = "value" if expect == "colon" else ""
+        elif expect == "name" and string:
+            name, expect = scalar_value(string), "colon"
+        elif expect == "value":
+            objects[-1][name], expect = scalar_value(string or scalar), ""
+        else:
+            expect = ""
+    return objects
+
+
+def scalar_value(text: str) -> Any:
+    """A string, number, true, false or null as JSON text reads, else `UNREADABLE`."""
     try:
-        while True:
-            name, at = decoder.raw_decode(line, skip_space(line, at))
-            at = skip_space(line, at)
-            if not isinstance(name, str) or not line.startswith(":", at):
-                return members
-            members[name], at = decoder.raw_decode(line, skip_space(line, at + 1))
-            at = skip_space(line, at)
-            if not line.startswith(",", at):
-                return members
-            at += 1
-    except (ValueError, RecursionError):  # cut short, malformed, or too deep for Python's parser
-        return members
-
-
-def skip_space(text: str, at: int) -> int:
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    return at
+        return json.loads(text)
+    except ValueError:  # malformed, or digits beyond what Python converts
+        return UNREADABLE

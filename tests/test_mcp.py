@@ -991,3 +991,27 @@ def test_a_request_line_starting_with_a_byte_order_mark_is_read_without_it(home)
     raw.send(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
     assert raw.answer()["id"] == 1
     assert "dropped" not in raw.close()
+
+
+def test_a_request_whose_id_comes_after_what_no_parser_reads_is_answered_with_it(home):
+    """The id is found by a scan of the line that counts depth outside strings, so a value before
+    it too deep for Python's parser, too big, or malformed does not hide it; an "id" inside a
+    value is not taken for it."""
+    raw = RawServer()
+    deep = "[" * 5000 + "]" * 5000
+    before_id = [
+        ('{"key":' + deep + ',"id":"inner"}', -32700),  # too deep for Python's json
+        ('{"key":"a]}\\"\\\\","value":' + "9" * 5000 + "}", -32700),  # brackets in a string; 5000 digits
+        ('{"key":"k","value":1e}', -32700),  # malformed
+    ]
+    for rid, (arguments, code) in enumerate(before_id, 1):
+        params = '{"name":"memory_set","arguments":' + arguments + "}"
+        raw.send(f'{{"jsonrpc":"2.0","method":"tools/call","params":{params},"id":{rid}}}'.encode())
+        got = raw.answer()
+        assert got["id"] == rid and got["error"]["code"] == code, got
+    raw.send(('{"jsonrpc":"2.0","params":{"a":' + deep + '},"id":"nomethod"}').encode())
+    got = raw.answer()
+    assert got["id"] == "nomethod" and got["error"]["code"] == -32700, got
+    raw.send(b'{"jsonrpc":"2.0","id":9,"method":"ping"}')
+    assert raw.answer() == {"jsonrpc": "2.0", "id": 9, "result": {}}
+    assert "dropped" not in raw.close()
