@@ -149,6 +149,9 @@ async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
             line = without_bom(raw).decode("utf-8", "replace")  # as serve-stdio reads, as the SDK decodes
             if not line.strip():
                 continue
+            if line.lstrip(" \t\r").startswith("["):
+                await refuse_batch(line, answers)
+                continue
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValidationError as exc:
@@ -166,7 +169,7 @@ async def answer_unreadable(line: str, exc: Any, answers: Any) -> None:
 
     unparsed = any(error["type"] == "json_invalid" for error in exc.errors())
     reason = exc.errors()[0]["msg"] if unparsed else "not a JSON-RPC request, notification or response"
-    request_id = id_of(line)
+    request_id = id_of(next(iter(shallow_objects(line)), {}))
     if request_id is None:  # a notification, a response, or no id a reply can carry
         sys.stderr.write(f"mem serve-mcp: dropped a message without an id that cannot be read: {reason}\n")
         return
@@ -175,10 +178,26 @@ async def answer_unreadable(line: str, exc: Any, answers: Any) -> None:
     await answers.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
 
 
-def id_of(line: str) -> str | int | None:
-    """The id of a request line, as far as it can be read (see `shallow_objects`). None for a
-    notification, a response (never answered) or an id no reply can carry."""
-    members = next(iter(shallow_objects(line)), {})
+async def refuse_batch(line: str, answers: Any) -> None:
+    """An invalid-request error (-32600) to each request of a batch (a JSON array of messages,
+    which MCP does not support), each error a message of its own: the official SDK clients
+    (Python and TypeScript) read a line as one message and drop an array they cannot validate,
+    so an array of errors would leave a client waiting on one of those ids as before. A batch
+    without an id a reply can carry gets a line on stderr."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
+
+    ids = [rid for members in shallow_objects(line) if (rid := id_of(members)) is not None]
+    if not ids:
+        sys.stderr.write("mem serve-mcp: dropped a batch without an id to answer: batches are not supported\n")
+    error = ErrorData(code=INVALID_REQUEST, message="batches are not supported")
+    for request_id in ids:
+        await answers.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+
+def id_of(members: dict[str, Any]) -> str | int | None:
+    """The id of a request with these members (see `shallow_objects`). None for a notification,
+    a response (never answered) or an id no reply can carry."""
     request_id = members.get("id")
     if "method" not in members and ("result" in members or "error" in members):
         return None

@@ -1015,3 +1015,27 @@ def test_a_request_whose_id_comes_after_what_no_parser_reads_is_answered_with_it
     raw.send(b'{"jsonrpc":"2.0","id":9,"method":"ping"}')
     assert raw.answer() == {"jsonrpc": "2.0", "id": 9, "result": {}}
     assert "dropped" not in raw.close()
+
+
+def test_each_request_of_a_batch_is_answered_that_batches_are_not_supported(home):
+    """MCP has no JSON-RPC batches; serve-mcp left one unanswered. Each request of it gets its own
+    error message (the SDK's client reads no array), a notification or response in it nothing."""
+    raw = RawServer()
+    call = {"name": "memory_set", "arguments": {"key": "b", "value": 1}}
+    batch = [
+        {"jsonrpc": "2.0", "id": "b1", "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+        {"jsonrpc": "2.0", "id": "r", "result": {}},
+    ]
+    raw.send(json.dumps(batch).encode())
+    refused = {"code": -32600, "message": "batches are not supported"}
+    for rid in ("b1", 2):
+        assert raw.answer() == {"jsonrpc": "2.0", "id": rid, "error": refused}
+    raw.send(b'[{"jsonrpc":"2.0","method":"notifications/initialized"}]')  # nothing to answer
+    raw.send(
+        b'{"jsonrpc":"2.0","id":"get","method":"tools/call","params":{"name":"memory_get","arguments":{"key":"b"}}}'
+    )
+    got = raw.answer()
+    assert got["id"] == "get" and "memory_not_found" in got["result"]["content"][0]["text"], got  # nothing was written
+    assert len([line for line in raw.close().splitlines() if "dropped a batch" in line]) == 1
