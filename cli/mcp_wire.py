@@ -12,6 +12,15 @@ replaced value is the outermost one the tool's output schema leaves free (any JS
 content, a key-value's value, an event's payload, a field of a todo), so the result still
 matches its schema, every other entry comes back as it was, and `json.loads` of the text gives
 the value back whole.
+
+Every request line answered (`answering_stdio`, below). A request whose id is neither a string
+nor an integer (1.5, true, null; a string with a lone surrogate) gets an invalid-request or parse
+error with `"id": null`, as JSON-RPC 2.0 answers a request whose id it cannot read; the SDK
+would take it for a notification and answer nothing. Decided so because it helps a client: one
+that sent `"id": null` gets exactly its answer, one that reads responses to unknown ids (the
+TypeScript SDK reports them to its error handler) learns why nothing came, and the Python SDK's
+client drops it with a debug log, which costs nothing (its own ids are integers). A message
+without an id member stays a notification; a response is never answered.
 """
 
 from __future__ import annotations
@@ -137,9 +146,10 @@ async def no_lines(done: Any) -> AsyncIterator[str]:
 
 async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
     """Each line to the server as the SDK's reader would send it, or, when the SDK's parser
-    refuses it, an error answer (or, without an id, a line on stderr)."""
+    refuses it or reads a request as a notification, an error answer (or, without an id, a
+    line on stderr)."""
     from mcp.shared.message import SessionMessage
-    from mcp_types import jsonrpc_message_adapter
+    from mcp_types import INVALID_REQUEST, JSONRPCNotification, jsonrpc_message_adapter
     from pydantic import ValidationError
 
     from a2e_mem.ndjson import without_bom
@@ -157,6 +167,10 @@ async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
             except ValidationError as exc:
                 await answer_unreadable(line, exc, answers)
                 continue
+            if isinstance(message, JSONRPCNotification) and (rid := id_of(first_object(line))) is not NO_REPLY:
+                # an id neither string nor integer (1.5, true, null): the SDK reads a notification
+                await send_error(answers, rid, INVALID_REQUEST, "the id must be a string or an integer")
+                continue
             await to_server.send(SessionMessage(message))
 
 
@@ -164,18 +178,16 @@ async def answer_unreadable(line: str, exc: Any, answers: Any) -> None:
     """A JSON-RPC error for a line that cannot be read: a parse error (-32700) for JSON the
     server cannot parse (malformed, too deep, a lone surrogate, a huge number), an invalid
     request (-32600) for JSON that is no JSON-RPC message; to the id the line carries."""
-    from mcp.shared.message import SessionMessage
-    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR
 
     unparsed = any(error["type"] == "json_invalid" for error in exc.errors())
     reason = exc.errors()[0]["msg"] if unparsed else "not a JSON-RPC request, notification or response"
-    request_id = id_of(next(iter(shallow_objects(line)), {}))
-    if request_id is None:  # a notification, a response, or no id a reply can carry
+    request_id = id_of(first_object(line))
+    if request_id is NO_REPLY:
         sys.stderr.write(f"mem serve-mcp: dropped a message without an id that cannot be read: {reason}\n")
         return
     code = PARSE_ERROR if unparsed else INVALID_REQUEST
-    error = ErrorData(code=code, message=f"cannot read the request: {reason}")
-    await answers.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+    await send_error(answers, request_id, code, f"cannot read the request: {reason}")
 
 
 async def refuse_batch(line: str, answers: Any) -> None:
@@ -183,27 +195,42 @@ async def refuse_batch(line: str, answers: Any) -> None:
     which MCP does not support), each error a message of its own: the official SDK clients
     (Python and TypeScript) read a line as one message and drop an array they cannot validate,
     so an array of errors would leave a client waiting on one of those ids as before. A batch
-    without an id a reply can carry gets a line on stderr."""
-    from mcp.shared.message import SessionMessage
-    from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
+    of notifications and responses only gets a line on stderr."""
+    from mcp_types import INVALID_REQUEST
 
-    ids = [rid for members in shallow_objects(line) if (rid := id_of(members)) is not None]
+    ids = [rid for members in shallow_objects(line) if (rid := id_of(members)) is not NO_REPLY]
     if not ids:
         sys.stderr.write("mem serve-mcp: dropped a batch without an id to answer: batches are not supported\n")
-    error = ErrorData(code=INVALID_REQUEST, message="batches are not supported")
     for request_id in ids:
-        await answers.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+        await send_error(answers, request_id, INVALID_REQUEST, "batches are not supported")
 
 
-def id_of(members: dict[str, Any]) -> str | int | None:
-    """The id of a request with these members (see `shallow_objects`). None for a notification,
-    a response (never answered) or an id no reply can carry."""
-    request_id = members.get("id")
-    if "method" not in members and ("result" in members or "error" in members):
-        return None
+async def send_error(answers: Any, request_id: str | int | None, code: int, message: str) -> None:
+    from mcp.shared.message import SessionMessage
+    from mcp_types import ErrorData, JSONRPCError
+
+    error = ErrorData(code=code, message=message)
+    await answers.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+
+NO_REPLY = object()  # what `id_of` gives for a message that gets no reply
+
+
+def id_of(members: dict[str, Any]) -> Any:
+    """The id a reply to a message with these members carries (see `shallow_objects`): its own
+    when a reply can carry it (an integer, a string without lone surrogates), else null. NO_REPLY
+    for a notification (no id member) or a response."""
+    if "id" not in members or ("method" not in members and ("result" in members or "error" in members)):
+        return NO_REPLY
+    request_id = members["id"]
     if isinstance(request_id, str) and not any("\ud800" <= c <= "\udfff" for c in request_id):
         return request_id
     return request_id if type(request_id) is int else None
+
+
+def first_object(line: str) -> dict[str, Any]:
+    """The members of the JSON object on `line` (see `shallow_objects`), none if it holds none."""
+    return next(iter(shallow_objects(line)), {})
 
 
 # A token of JSON text: a string (escapes kept), a structural character, or a run of anything

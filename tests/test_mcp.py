@@ -1039,3 +1039,21 @@ def test_each_request_of_a_batch_is_answered_that_batches_are_not_supported(home
     got = raw.answer()
     assert got["id"] == "get" and "memory_not_found" in got["result"]["content"][0]["text"], got  # nothing was written
     assert len([line for line in raw.close().splitlines() if "dropped a batch" in line]) == 1
+
+
+def test_a_request_whose_id_is_no_string_nor_integer_is_answered_with_a_null_id(home):
+    """The SDK reads `{"id": 1.5, "method": ...}` as a notification and answered nothing; JSON-RPC
+    2.0 answers a request whose id it cannot read with an error whose id is null."""
+    raw = RawServer()
+    for rid in ("1.5", "true", "null", '{"a":1}'):
+        raw.send(f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"memory_set"}}}}'.encode())
+        got = raw.answer()
+        assert got["id"] is None and got["error"]["code"] == -32600, (rid, got)
+    raw.send(b'[{"jsonrpc":"2.0","id":null,"method":"ping"}]')  # in a batch too
+    got = raw.answer()
+    assert got["id"] is None and got["error"]["message"] == "batches are not supported", got
+    raw.send(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}')  # no id: no answer
+    raw.send(b'{"jsonrpc":"2.0","id":1.5,"result":{}}')  # a response: never answered
+    raw.send(b'{"jsonrpc":"2.0","id":3,"method":"ping"}')
+    assert raw.answer() == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    raw.close()
