@@ -12,12 +12,22 @@ replaced value is the outermost one the tool's output schema leaves free (any JS
 content, a key-value's value, an event's payload, a field of a todo), so the result still
 matches its schema, every other entry comes back as it was, and `json.loads` of the text gives
 the value back whole.
+
+Every request line answered (`answering_stdio`, below). A request whose id is neither a string
+nor an integer (1.5, true, null; a string with a lone surrogate) gets an invalid-request or parse
+error with `"id": null`, as JSON-RPC 2.0 answers a request whose id it cannot read; the SDK
+would take it for a notification and answer nothing. Decided so because it helps a client: one
+that sent `"id": null` gets exactly its answer, one that reads responses to unknown ids (the
+TypeScript SDK reports them to its error handler) learns why nothing came, and the Python SDK's
+client drops it with a debug log, which costs nothing (its own ids are integers). A message
+without an id member stays a notification; a response is never answered.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import typing
 from collections.abc import AsyncIterator, Callable
@@ -136,20 +146,30 @@ async def no_lines(done: Any) -> AsyncIterator[str]:
 
 async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
     """Each line to the server as the SDK's reader would send it, or, when the SDK's parser
-    refuses it, an error answer (or, without an id, a line on stderr)."""
+    refuses it or reads a request as a notification, an error answer (or, without an id, a
+    line on stderr)."""
     from mcp.shared.message import SessionMessage
-    from mcp_types import jsonrpc_message_adapter
+    from mcp_types import INVALID_REQUEST, JSONRPCNotification, jsonrpc_message_adapter
     from pydantic import ValidationError
+
+    from a2e_mem.ndjson import without_bom
 
     async with to_server, answers:
         async for raw in wire:
-            line = raw.decode("utf-8", "replace")  # as the SDK's reader decodes
+            line = without_bom(raw).decode("utf-8", "replace")  # as serve-stdio reads, as the SDK decodes
             if not line.strip():
+                continue
+            if line.lstrip(" \t\r").startswith("["):
+                await refuse_batch(line, answers)
                 continue
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValidationError as exc:
                 await answer_unreadable(line, exc, answers)
+                continue
+            if isinstance(message, JSONRPCNotification) and (rid := id_of(first_object(line))) is not NO_REPLY:
+                # an id neither string nor integer (1.5, true, null): the SDK reads a notification
+                await send_error(answers, rid, INVALID_REQUEST, "the id must be a string or an integer")
                 continue
             await to_server.send(SessionMessage(message))
 
@@ -158,57 +178,109 @@ async def answer_unreadable(line: str, exc: Any, answers: Any) -> None:
     """A JSON-RPC error for a line that cannot be read: a parse error (-32700) for JSON the
     server cannot parse (malformed, too deep, a lone surrogate, a huge number), an invalid
     request (-32600) for JSON that is no JSON-RPC message; to the id the line carries."""
-    from mcp.shared.message import SessionMessage
-    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR
 
     unparsed = any(error["type"] == "json_invalid" for error in exc.errors())
     reason = exc.errors()[0]["msg"] if unparsed else "not a JSON-RPC request, notification or response"
-    request_id = id_of(line)
-    if request_id is None:  # a notification, a response, or no id a reply can carry
+    request_id = id_of(first_object(line))
+    if request_id is NO_REPLY:
         sys.stderr.write(f"mem serve-mcp: dropped a message without an id that cannot be read: {reason}\n")
         return
     code = PARSE_ERROR if unparsed else INVALID_REQUEST
-    error = ErrorData(code=code, message=f"cannot read the request: {reason}")
+    await send_error(answers, request_id, code, f"cannot read the request: {reason}")
+
+
+async def refuse_batch(line: str, answers: Any) -> None:
+    """An invalid-request error (-32600) to each request of a batch (a JSON array of messages,
+    which MCP does not support), each error a message of its own: the official SDK clients
+    (Python and TypeScript) read a line as one message and drop an array they cannot validate,
+    so an array of errors would leave a client waiting on one of those ids as before. A batch
+    of notifications and responses only gets a line on stderr."""
+    from mcp_types import INVALID_REQUEST
+
+    ids = [rid for members in shallow_objects(line) if (rid := id_of(members)) is not NO_REPLY]
+    if not ids:
+        sys.stderr.write("mem serve-mcp: dropped a batch without an id to answer: batches are not supported\n")
+    for request_id in ids:
+        await send_error(answers, request_id, INVALID_REQUEST, "batches are not supported")
+
+
+async def send_error(answers: Any, request_id: str | int | None, code: int, message: str) -> None:
+    from mcp.shared.message import SessionMessage
+    from mcp_types import ErrorData, JSONRPCError
+
+    error = ErrorData(code=code, message=message)
     await answers.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
 
 
-def id_of(line: str) -> str | int | None:
-    """The id of a request line, as far as it can be read: the whole line as JSON, else its
-    members up to the first unreadable one (a client writes `id` near the start). None for a
-    notification, a response (never answered) or an id no reply can carry."""
-    members = leading_members(line)
-    request_id = members.get("id")
-    if "method" not in members and ("result" in members or "error" in members):
-        return None
+NO_REPLY = object()  # what `id_of` gives for a message that gets no reply
+
+
+def id_of(members: dict[str, Any]) -> Any:
+    """The id a reply to a message with these members carries (see `shallow_objects`): its own
+    when a reply can carry it (an integer, a string without lone surrogates), else null. NO_REPLY
+    for a notification (no id member) or a response."""
+    if "id" not in members or ("method" not in members and ("result" in members or "error" in members)):
+        return NO_REPLY
+    request_id = members["id"]
     if isinstance(request_id, str) and not any("\ud800" <= c <= "\udfff" for c in request_id):
         return request_id
     return request_id if type(request_id) is int else None
 
 
-def leading_members(line: str) -> dict[str, Any]:
-    """The members of the JSON object on `line` that can be read, in order, until one cannot."""
-    decoder = json.JSONDecoder(parse_int=lambda digits: int(digits) if len(digits) <= 20 else None)
-    members: dict[str, Any] = {}
-    at = skip_space(line, 0)
-    if not line.startswith("{", at):
-        return members
-    at += 1
+def first_object(line: str) -> dict[str, Any]:
+    """The members of the JSON object on `line` (see `shallow_objects`), none if it holds none."""
+    return next(iter(shallow_objects(line)), {})
+
+
+# A token of JSON text: a string (escapes kept), a structural character, or a run of anything
+# else (a number, true, false, null, or garbage).
+TOKEN = re.compile(r'[ \t\r\n]*(?:("[^"\\]*(?:\\.[^"\\]*)*")|([\[\]{}:,])|([^\[\]{}:,"\s]+))')
+NESTED = object()  # the value of a member that is an object or an array: not read
+UNREADABLE = object()  # the value of a member that no JSON parser reads (1e, "\x", a 5000-digit number)
+
+
+def shallow_objects(line: str) -> list[dict[str, Any]]:
+    """The members of the JSON object on `line`, or of each object in the JSON array on it (a
+    batch), with their values when they are no object or array. A scan of the tokens that counts
+    depth outside strings, so that a member after a value too deep, too big or malformed for a
+    JSON parser is still found (an id may come last); it stops where the line stops being JSON
+    tokens (an unterminated string). A member written twice keeps its last value, as parsers do."""
+    objects: list[dict[str, Any]] = []
+    depth, shallow, name, expect = 0, 0, "", ""  # expect: the next token of a shallow object
+    at = 0
+    while token := TOKEN.match(line, at):
+        at = token.end()
+        string, mark, scalar = token.groups()
+        if not shallow:  # the first token: an object, a batch, or no message
+            shallow = {"{": 1, "[": 2}.get(mark, -1)
+        if mark in ("{", "["):
+            depth += 1
+            if mark == "{" and depth == shallow:
+                objects.append({})
+                expect = "name"
+            elif depth == shallow + 1 and expect == "value":
+                objects[-1][name], expect = NESTED, ""
+        elif mark in ("}", "]"):
+            depth -= 1
+        elif depth != shallow or not objects:
+            continue
+        elif mark == ",":
+            expect = "name"
+        elif mark == ":":
+            expect = "value" if expect == "colon" else ""
+        elif expect == "name" and string:
+            name, expect = scalar_value(string), "colon"
+        elif expect == "value":
+            objects[-1][name], expect = scalar_value(string or scalar), ""
+        else:
+            expect = ""
+    return objects
+
+
+def scalar_value(text: str) -> Any:
+    """A string, number, true, false or null as JSON text reads, else `UNREADABLE`."""
     try:
-        while True:
-            name, at = decoder.raw_decode(line, skip_space(line, at))
-            at = skip_space(line, at)
-            if not isinstance(name, str) or not line.startswith(":", at):
-                return members
-            members[name], at = decoder.raw_decode(line, skip_space(line, at + 1))
-            at = skip_space(line, at)
-            if not line.startswith(",", at):
-                return members
-            at += 1
-    except (ValueError, RecursionError):  # cut short, malformed, or too deep for Python's parser
-        return members
-
-
-def skip_space(text: str, at: int) -> int:
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    return at
+        return json.loads(text)
+    except ValueError:  # malformed, or digits beyond what Python converts
+        return UNREADABLE

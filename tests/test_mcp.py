@@ -943,3 +943,117 @@ async def _unreadable_requests() -> None:
             assert "cannot read the request" in caught.value.message
         assert (await asyncio.wait_for(t.ok("memory_set", key="k", value=nested(5)), 60))["value"] == nested(5)
         await t.fails("memory_get", "memory_not_found", key="deep")  # nothing of the unreadable calls was written
+
+
+# -- raw request lines the SDK's client cannot write (audit A22b F4) -----------------------------
+
+
+class RawServer:
+    """`mem serve-mcp` spoken to line by line, initialized; a missing answer fails the test
+    instead of waiting forever."""
+
+    def __init__(self) -> None:
+        import queue
+        import threading
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
+            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(line) for line in self.proc.stdout], daemon=True).start()
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}).encode())
+        assert self.answer()["id"] == 0
+        self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def send(self, line: bytes) -> None:
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> Any:
+        return json.loads(self.lines.get(timeout=60))
+
+    def close(self) -> str:
+        """Stops the server; its stderr. Every answer must have been taken."""
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+        assert self.lines.empty(), self.lines.get()
+        return self.proc.stderr.read().decode()
+
+
+def test_a_request_line_starting_with_a_byte_order_mark_is_read_without_it(home):
+    """As `serve-stdio` reads such a line; serve-mcp left it unanswered."""
+    raw = RawServer()
+    raw.send('\ufeff{"jsonrpc":"2.0","id":"bom","method":"ping"}'.encode())
+    assert raw.answer() == {"jsonrpc": "2.0", "id": "bom", "result": {}}
+    raw.send("\ufeff".encode())  # a line holding only a byte order mark is no request, as a blank one
+    raw.send(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+    assert raw.answer()["id"] == 1
+    assert "dropped" not in raw.close()
+
+
+def test_a_request_whose_id_comes_after_what_no_parser_reads_is_answered_with_it(home):
+    """The id is found by a scan of the line that counts depth outside strings, so a value before
+    it too deep for Python's parser, too big, or malformed does not hide it; an "id" inside a
+    value is not taken for it."""
+    raw = RawServer()
+    deep = "[" * 5000 + "]" * 5000
+    before_id = [
+        ('{"key":' + deep + ',"id":"inner"}', -32700),  # too deep for Python's json
+        ('{"key":"a]}\\"\\\\","value":' + "9" * 5000 + "}", -32700),  # brackets in a string; 5000 digits
+        ('{"key":"k","value":1e}', -32700),  # malformed
+    ]
+    for rid, (arguments, code) in enumerate(before_id, 1):
+        params = '{"name":"memory_set","arguments":' + arguments + "}"
+        raw.send(f'{{"jsonrpc":"2.0","method":"tools/call","params":{params},"id":{rid}}}'.encode())
+        got = raw.answer()
+        assert got["id"] == rid and got["error"]["code"] == code, got
+    raw.send(('{"jsonrpc":"2.0","params":{"a":' + deep + '},"id":"nomethod"}').encode())
+    got = raw.answer()
+    assert got["id"] == "nomethod" and got["error"]["code"] == -32700, got
+    raw.send(b'{"jsonrpc":"2.0","id":9,"method":"ping"}')
+    assert raw.answer() == {"jsonrpc": "2.0", "id": 9, "result": {}}
+    assert "dropped" not in raw.close()
+
+
+def test_each_request_of_a_batch_is_answered_that_batches_are_not_supported(home):
+    """MCP has no JSON-RPC batches; serve-mcp left one unanswered. Each request of it gets its own
+    error message (the SDK's client reads no array), a notification or response in it nothing."""
+    raw = RawServer()
+    call = {"name": "memory_set", "arguments": {"key": "b", "value": 1}}
+    batch = [
+        {"jsonrpc": "2.0", "id": "b1", "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+        {"jsonrpc": "2.0", "id": "r", "result": {}},
+    ]
+    raw.send(json.dumps(batch).encode())
+    refused = {"code": -32600, "message": "batches are not supported"}
+    for rid in ("b1", 2):
+        assert raw.answer() == {"jsonrpc": "2.0", "id": rid, "error": refused}
+    raw.send(b'[{"jsonrpc":"2.0","method":"notifications/initialized"}]')  # nothing to answer
+    raw.send(
+        b'{"jsonrpc":"2.0","id":"get","method":"tools/call","params":{"name":"memory_get","arguments":{"key":"b"}}}'
+    )
+    got = raw.answer()
+    assert got["id"] == "get" and "memory_not_found" in got["result"]["content"][0]["text"], got  # nothing was written
+    assert len([line for line in raw.close().splitlines() if "dropped a batch" in line]) == 1
+
+
+def test_a_request_whose_id_is_no_string_nor_integer_is_answered_with_a_null_id(home):
+    """The SDK reads `{"id": 1.5, "method": ...}` as a notification and answered nothing; JSON-RPC
+    2.0 answers a request whose id it cannot read with an error whose id is null."""
+    raw = RawServer()
+    for rid in ("1.5", "true", "null", '{"a":1}'):
+        raw.send(f'{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"memory_set"}}}}'.encode())
+        got = raw.answer()
+        assert got["id"] is None and got["error"]["code"] == -32600, (rid, got)
+    raw.send(b'[{"jsonrpc":"2.0","id":null,"method":"ping"}]')  # in a batch too
+    got = raw.answer()
+    assert got["id"] is None and got["error"]["message"] == "batches are not supported", got
+    raw.send(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}')  # no id: no answer
+    raw.send(b'{"jsonrpc":"2.0","id":1.5,"result":{}}')  # a response: never answered
+    raw.send(b'{"jsonrpc":"2.0","id":3,"method":"ping"}')
+    assert raw.answer() == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    raw.close()
