@@ -28,6 +28,7 @@ import mmap
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +162,8 @@ class LineOrder:
         """The number of a line appended after every line read so far."""
         return self.expected + self.unreadable
 
-    def check(self, op: dict[str, Any] | None) -> str | None:
-        """Why the line holding `op` (None: unreadable) is out of sequence, or None."""
+    def check(self, op: dict[str, Any] | None) -> OutOfSequence | None:
+        """How the line holding `op` (None: unreadable) is out of sequence, or None."""
         number = op.get("line") if op is not None else None
         if op is None:
             self.unreadable += 1
@@ -171,10 +172,25 @@ class LineOrder:
             self.expected, self.unreadable = self.next_number() + 1, 0
             return None
         if number < self.expected:
-            return f"{OUT_OF_ORDER} (it says it is line {number}, after line {self.expected - 1}): skipped"
+            said = f"it says it is line {number}, after line {self.expected - 1}"
+            return OutOfSequence(0, f"{REPEATED} ({said}): skipped")
         missing = number - self.expected - self.unreadable
         self.expected, self.unreadable = number + 1, 0
-        return f"{missing} {MISSING_LINES} (it says it is line {number})" if missing > 0 else None
+        if missing <= 0:  # in sequence, or after lines that could not be read (which held the numbers)
+            return None
+        return OutOfSequence(missing, f"{missing} {MISSING_LINES} (it says it is line {number})")
+
+
+@dataclass(frozen=True)
+class OutOfSequence:
+    """A journal line out of sequence: `missing` lines lost before it, or (0) a repeat, skipped."""
+
+    missing: int
+    text: str
+
+    @property
+    def repeated(self) -> bool:
+        return self.missing == 0
 
 
 def complete_lines(data: bytes) -> list[bytes]:
@@ -184,7 +200,7 @@ def complete_lines(data: bytes) -> list[bytes]:
 
 
 MISSING_LINES = "lines before it are missing"
-OUT_OF_ORDER = "repeats an earlier line or comes after a later one"
+REPEATED = "repeats an earlier line or comes after a later one"
 
 
 def lines_lost(bad: list[tuple[int, str]]) -> int:
@@ -206,10 +222,10 @@ def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]
         op, problem, sealed = parse_line(line, sealed)
         out_of_sequence = order.check(op)
         if out_of_sequence:
-            bad.append((number, out_of_sequence))
+            bad.append((number, out_of_sequence.text))
         if op is None:
             bad.append((number, problem or "unreadable"))
-        elif OUT_OF_ORDER not in (out_of_sequence or ""):
+        elif not (out_of_sequence and out_of_sequence.repeated):
             op.pop("line", None)
             ops.append(op)
     return ops, bad

@@ -31,7 +31,7 @@ from typing import Any
 
 from ...log import logger
 from ...paths import FILE_MODE, fsync_dir
-from .integrity import MISSING_LINES, LineOrder, complete_lines, parse_line, seal
+from .integrity import LineOrder, complete_lines, parse_line, seal
 
 Op = dict[str, Any]
 
@@ -103,10 +103,9 @@ class Journal:
         problem = self._order.check(op)
         if problem is None:
             return True
-        missing = MISSING_LINES in problem
-        self.skipped += int(problem.split()[0]) if missing else 1
-        logger("journal").warning("line %d of %s: %s: run `mem doctor`", self._lines, self.path, problem)
-        return missing
+        self.skipped += problem.missing or 1
+        logger("journal").warning("line %d of %s: %s: run `mem doctor`", self._lines, self.path, problem.text)
+        return not problem.repeated
 
     def append(self, op: Op) -> None:
         """Durably append one operation. The caller holds the lock and has read to the end; the
