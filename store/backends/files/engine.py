@@ -66,6 +66,7 @@ class Engine(Backend):
         self._recorded: dict | None = None
         self._descriptors: dict[Path, dict] = {}
         self._stamp: tuple[int, int, int] | None = None  # identity of the store.json read
+        self._nothing_on_record = False  # no checkpoint with vectors was found to restore store.json from
         self._deferred: set[Path] = set()  # inline purges asked for while a lock was held
         self._counter: Any = None  # the namespaces' usage (see `usage.py`), made when first needed
         self.written: set[Path] = set()  # shard folders of records written since the limits looked
@@ -89,9 +90,13 @@ class Engine(Backend):
     def _restore_store_file(self) -> dict | None:
         """A store.json deleted from a store that has checkpoints with vectors is written again
         from their records (with a warning), rather than left for the first write to record the
-        default embedder, whose vectors would not match theirs. None for a new store."""
+        default embedder, whose vectors would not match theirs. None for a new store (found once
+        a process: every use of the embedder asks, and a store.json written later is read anyway)."""
+        if self._nothing_on_record:
+            return None
         on_record = self.embedder_on_record()
         if on_record is None:
+            self._nothing_on_record = True
             return None
         name, dim = on_record
         meta = {"format": FORMAT, "embedder": name, "dim": dim}
