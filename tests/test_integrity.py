@@ -212,8 +212,11 @@ def test_damage_is_detected_named_and_salvaged(home, what):
     assert b"Traceback" not in exported.stderr
     dumped = {orjson.loads(line)["id"] for line in exported.stdout.splitlines()}
     assert len(dumped) >= len(intact) - (0 if readable else LATER + CHECKPOINTED), exported.stderr
-    if what in ("shard.json", "namespace.json", "garbled shard.json", "journal word", "index.ann"):
+    if what in ("shard.json", "namespace.json", "garbled shard.json", "index.ann"):
         assert len(dumped) == len(intact) and exported.returncode == 0, exported.stderr
+    if what in ("journal word", "journal lines removed"):  # every readable record, then the damage named (exit 1)
+        assert len(dumped) == len(intact) and exported.returncode == 1, exported.stderr
+        assert Path(named).name.encode() in exported.stderr, exported.stderr
 
     # doctor names the file, repair salvages and counts, then the store is healthy and whole
     checked = mem(home, "doctor", "--format", "json")
@@ -345,3 +348,16 @@ def test_a_deleted_store_json_is_restored_from_the_checkpoints_not_replaced_by_t
     assert (restored["embedder"], restored["dim"]) == ("hash:32", 32)
     assert [f for f in fresh.doctor() if "store.json" in f["where"] or "dimension" in f["problem"]] == []
     fresh.close()
+
+
+def test_a_deleted_journal_after_a_checkpoint_is_never_repaired_as_nothing_lost(home):
+    """Found by an outside audit: doctor named the missing journal, then `--repair` said
+    "repaired, nothing lost" and exited 0, the writes acknowledged after the checkpoint gone."""
+    shard = build(home)
+    (wal,) = [p for p in shard.glob("wal-*") if b'"doc":' in p.read_bytes()]
+    wal.unlink()
+    repaired = mem(home, "doctor", "--repair", "--format", "json")
+    outcome = orjson.loads(repaired.stdout)
+    assert repaired.returncode == 1, repaired.stderr
+    assert None in [f["lost"] for f in outcome], outcome
+    assert any(wal.name in f["repair"] and "unknown" in f["repair"] for f in outcome), outcome

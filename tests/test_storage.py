@@ -159,14 +159,14 @@ def test_journal_lines_are_numbered_across_writers_and_a_lost_block_is_found(tmp
     path.write_bytes(b"".join(lines[:2] + lines[4:]))  # lines 3 and 4 gone: no checksum can see it
     ops, bad = scan_journal(path)
     assert deletes(ops) == [["a"], ["d"]]
-    assert bad == [(3, "2 lines before it are missing (it says it is line 5)")] and lines_lost(bad) == 2
+    assert bad == [(3, "2 lines before it are missing")] and lines_lost(bad) == 2
     reader = Journal(path, 1)
     warned: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: warned.append(record.getMessage())  # type: ignore[method-assign]
     logging.getLogger("mem").addHandler(handler)
     try:
-        assert deletes(reader.read_new()) == [["a"], ["d"]] and reader.skipped == 2
+        assert deletes(reader.read_new()) == [["a"], ["d"]] and reader.skipped  # kept aside at a checkpoint
     finally:
         logging.getLogger("mem").removeHandler(handler)
     assert any("line 3 of" in text and "2 lines before it are missing" in text for text in warned), warned
@@ -175,7 +175,7 @@ def test_journal_lines_are_numbered_across_writers_and_a_lost_block_is_found(tmp
 def test_a_repeated_journal_line_is_skipped_and_reported_not_applied_again(tmp_path):
     """Found by an outside audit: a put copied to the end of a journal (after the delete of its
     record) brought the deleted record back, and doctor reported nothing."""
-    from a2e_mem.backends.files.integrity import scan_journal
+    from a2e_mem.backends.files.integrity import lines_lost, scan_journal
 
     path = tmp_path / "wal-00000001.ndjson"
     journal = Journal.create(path, 1, {"schema": "records"})
@@ -186,13 +186,17 @@ def test_a_repeated_journal_line_is_skipped_and_reported_not_applied_again(tmp_p
     path.write_bytes(header + a + b + c + a)  # line 2 again, at the end
     ops, bad = scan_journal(path)
     assert deletes(ops) == [["a"], ["b"], ["c"]]
-    repeat = "repeats an earlier line or comes after a later one (it says it is line 2, after line 4): skipped"
-    assert bad == [(5, repeat)]
+    assert bad == [(5, "repeats an earlier line (it says it is line 2): skipped")] and lines_lost(bad) == 0
     reader = Journal(path, 1)
     assert deletes(reader.read_new()) == [["a"], ["b"], ["c"]] and reader.skipped == 1
-    path.write_bytes(header + a + c + b)  # two lines swapped: both reported, the moved one skipped
+    path.write_bytes(header + a + c + b)  # two lines swapped: reported once, both applied
     ops, bad = scan_journal(path)
-    assert deletes(ops) == [["a"], ["c"]] and [n for n, _ in bad] == [3, 4]
+    assert deletes(ops) == [["a"], ["c"], ["b"]] and [n for n, _ in bad] == [3] and lines_lost(bad) == 0
+    path.write_bytes(header + c + a + b)  # the last line moved first (an outside audit: every line after it was lost)
+    ops, bad = scan_journal(path)
+    moved = "is out of place (2 lines numbered before it come after it): applied"
+    assert deletes(ops) == [["c"], ["a"], ["b"]] and bad == [(2, moved)]
+    assert deletes(Journal(path, 1).read_new()) == [["c"], ["a"], ["b"]]
     path.write_bytes(header + a + b"garbage\n" + b + c)  # a line inserted: reported once, nothing skipped
     ops, bad = scan_journal(path)
     assert deletes(ops) == [["a"], ["b"], ["c"]] and bad == [(3, "no checksum")]

@@ -148,22 +148,24 @@ def parse_line(line: bytes, sealed: bool) -> tuple[dict[str, Any] | None, str | 
 class LineOrder:
     """The numbers journal lines carry (`"line"`, see `journal.py`), checked as a journal is read.
     Healthy, they are 1, 2, 3... in file order (lines of older versions carry none and count one
-    each). A line numbered past the count says how many lines before it are missing, less the
-    unreadable ones since the last numbered line (a damaged line held its number; inserted
-    garbage held none). A line numbered at or below one already read repeats an earlier write
-    or was moved after a later one: applying it could bring back a record deleted since, so it
-    is skipped and reported."""
+    each). A number read before is a repeat: applying it again could bring back a record deleted
+    since, so it is skipped. A number past the count leaves a gap (less the unreadable lines since
+    the last readable one, which held those numbers); lines after it may fill it (then the line
+    past the gap was out of place, and nothing is lost), so what is missing is only known at the
+    end of the file (`gap_problems`)."""
 
     def __init__(self) -> None:
         self.expected = 1  # the number the next line should carry
         self.unreadable = 0  # lines since the last readable one that could not be read
+        self.holes: set[int] = set()  # numbers a gap skipped that no line has filled yet (none when healthy)
+        self.gaps: list[tuple[int, range]] = []  # (where a gap was seen, the numbers it skipped)
 
     def next_number(self) -> int:
         """The number of a line appended after every line read so far."""
         return self.expected + self.unreadable
 
-    def check(self, op: dict[str, Any] | None) -> OutOfSequence | None:
-        """How the line holding `op` (None: unreadable) is out of sequence, or None."""
+    def check(self, op: dict[str, Any] | None, where: int) -> OutOfSequence | None:
+        """How the line `where` holding `op` (None: unreadable) is out of sequence, or None."""
         number = op.get("line") if op is not None else None
         if op is None:
             self.unreadable += 1
@@ -171,26 +173,38 @@ class LineOrder:
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:  # an older line
             self.expected, self.unreadable = self.next_number() + 1, 0
             return None
-        if number < self.expected:
-            said = f"it says it is line {number}, after line {self.expected - 1}"
-            return OutOfSequence(0, f"{REPEATED} ({said}): skipped")
-        missing = number - self.expected - self.unreadable
-        self.expected, self.unreadable = number + 1, 0
-        if missing <= 0:  # in sequence, or after lines that could not be read (which held the numbers)
+        if number < self.expected and number not in self.holes:
+            return OutOfSequence("repeat", f"{REPEATED} (it says it is line {number}): skipped")
+        if number < self.expected:  # fills a gap: the line past it was the one out of place
+            self.holes.discard(number)
             return None
-        return OutOfSequence(missing, f"{missing} {MISSING_LINES} (it says it is line {number})")
+        skipped = range(self.next_number(), number)
+        self.expected, self.unreadable = number + 1, 0
+        if not skipped:  # in sequence, or after lines that could not be read (which held the numbers)
+            return None
+        self.holes.update(skipped)
+        self.gaps.append((where, skipped))
+        return OutOfSequence("gap", f"{len(skipped)} lines before it are missing or out of place")
+
+    def gap_problems(self) -> list[tuple[int, str]]:
+        """(where, problem) for each gap, once the whole file is read: the lines no later line
+        filled are missing; a gap later lines filled whole was a line moved ahead of them."""
+        problems = []
+        for where, numbers in self.gaps:
+            missing = sum(n in self.holes for n in numbers)
+            if missing:
+                problems.append((where, f"{missing} {MISSING_LINES}"))
+            else:
+                problems.append((where, f"{MOVED} ({len(numbers)} lines numbered before it come after it): applied"))
+        return problems
 
 
 @dataclass(frozen=True)
 class OutOfSequence:
-    """A journal line out of sequence: `missing` lines lost before it, or (0) a repeat, skipped."""
+    """A journal line out of sequence: a `repeat` (skipped), or after a `gap`."""
 
-    missing: int
+    kind: str
     text: str
-
-    @property
-    def repeated(self) -> bool:
-        return self.missing == 0
 
 
 def complete_lines(data: bytes) -> list[bytes]:
@@ -200,19 +214,22 @@ def complete_lines(data: bytes) -> list[bytes]:
 
 
 MISSING_LINES = "lines before it are missing"
-REPEATED = "repeats an earlier line or comes after a later one"
+REPEATED = "repeats an earlier line"
+MOVED = "is out of place"
 
 
 def lines_lost(bad: list[tuple[int, str]]) -> int:
-    """How many journal lines `scan_journal`'s `bad` stands for: one a damaged line, and the
-    count of each gap (its problem starts with it)."""
-    return sum(int(why.split()[0]) if MISSING_LINES in why else 1 for _, why in bad)
+    """How many journal lines `scan_journal`'s `bad` stands for: one a damaged line, the count of
+    each gap, none a repeat or a moved line (read once, in the wrong place)."""
+    return sum(
+        int(why.split()[0]) if MISSING_LINES in why else 0 if REPEATED in why or MOVED in why else 1 for _, why in bad
+    )
 
 
 def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
     """Every valid operation of a journal file, and (line number, problem) of each bad line and
-    of each line out of sequence (`LineOrder`: lines missing before it, or it repeats an earlier
-    one and is skipped). A torn last line (no newline) is not counted: writers cut it off."""
+    of each line out of sequence (`LineOrder`: lines missing before it, a moved line, or a repeat,
+    skipped). A torn last line (no newline) is not counted: writers cut it off."""
     data = path.read_bytes()
     ops: list[dict[str, Any]] = []
     bad: list[tuple[int, str]] = []
@@ -220,15 +237,16 @@ def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]
     order = LineOrder()
     for number, line in enumerate(complete_lines(data), 1):
         op, problem, sealed = parse_line(line, sealed)
-        out_of_sequence = order.check(op)
-        if out_of_sequence:
+        out_of_sequence = order.check(op, number)
+        if out_of_sequence and out_of_sequence.kind == "repeat":  # a gap: once the whole file is read
             bad.append((number, out_of_sequence.text))
         if op is None:
             bad.append((number, problem or "unreadable"))
-        elif not (out_of_sequence and out_of_sequence.repeated):
+        elif not (out_of_sequence and out_of_sequence.kind == "repeat"):
             op.pop("line", None)
             ops.append(op)
-    return ops, bad
+    bad += order.gap_problems()
+    return ops, sorted(bad)
 
 
 # -- checkpoint manifests ----------------------------------------------------------------------

@@ -14,10 +14,10 @@ checksum are read as before only in journals of older versions (no sealed line y
 
 Each operation line also carries its number in the file (`"line"`, the header being line 1), so
 that whole lines lost from the middle (a block of the file zeroed and cut out, an edit) are
-found: a line numbered past the count of lines before it says how many are missing, and one
-that repeats an earlier number is skipped (`integrity.LineOrder`). What no number can tell is a
-file that lost its last lines: that looks like a journal whose writers stopped there (and a torn
-last line like a writer that died mid-write).
+found: a line numbered past the count of lines before it leaves a gap (missing unless a moved
+line fills it), and one that repeats an earlier number is skipped (`integrity.LineOrder`). What
+no number can tell is a file that lost its last lines: that looks like a journal whose writers
+stopped there (and a torn last line like a writer that died mid-write).
 """
 
 from __future__ import annotations
@@ -99,13 +99,13 @@ class Journal:
 
     def _in_sequence(self, op: Op | None) -> bool:
         """Check the line's number (`integrity.LineOrder`); False for a line that repeats an
-        earlier one, skipped (applying it could bring back what was deleted since)."""
-        problem = self._order.check(op)
+        earlier one, skipped (applying it again could bring back what was deleted since)."""
+        problem = self._order.check(op, self._lines)
         if problem is None:
             return True
-        self.skipped += problem.missing or 1
+        self.skipped += 1  # a checkpoint keeps the journal aside for `mem doctor`
         logger("journal").warning("line %d of %s: %s: run `mem doctor`", self._lines, self.path, problem.text)
-        return not problem.repeated
+        return problem.kind != "repeat"
 
     def append(self, op: Op) -> None:
         """Durably append one operation. The caller holds the lock and has read to the end; the

@@ -70,9 +70,16 @@ def _shards(engine: Engine, namespace: str | None = None) -> Iterator[tuple[str,
 
 def readable_docs(engine: Engine, folder: Path, now: float, damaged: list[str]) -> list[dict[str, Any]]:
     """The shard's live records; for a damaged shard, those that can still be read (its
-    problem is added to `damaged`)."""
+    problem is added to `damaged`, as is a journal whose damaged lines were skipped)."""
     try:
-        return list(engine.open_folder(folder).docs(now))
+        shard = engine.open_folder(folder)
+        docs = list(shard.docs(now))
+        damaged += [
+            f"{journal.path} ({journal.skipped} damaged or out-of-sequence lines, skipped when read)"
+            for journal in shard.journals
+            if journal.skipped
+        ]
+        return docs
     except Damaged as exc:
         saved = salvage_shard(folder)
         damaged.append(f"{exc.detail.get('file')} ({exc.detail.get('why', 'unreadable')})")
@@ -359,8 +366,7 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
     except MissingCheckpoint as exc:
         problems.append((Path(exc.detail["file"]), "missing: the journals after it remain, its records are gone"))
     if base and (base + 1) not in wals:  # every checkpoint starts the journal after it before it lands
-        problems.append((folder / WAL.format(base + 1), "missing: the writes acknowledged after the checkpoint "
-                         "are lost (how many is unknown)"))  # fmt: skip
+        problems.append((folder / WAL.format(base + 1), LOST_JOURNAL))
     dim = _recorded_dim(engine) if _indexed(descriptor) else None
     for gen in (g for g in wals if g > base):
         ops, bad = scan_journal(folder / WAL.format(gen))
@@ -373,6 +379,9 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
     for lo, hi in chain:
         problems += _check_checkpoint(engine, folder / seg_name(lo, hi), descriptor)
     return problems
+
+
+LOST_JOURNAL = "missing: the writes acknowledged after the checkpoint are lost (how many is unknown)"
 
 
 def _report_shard(
@@ -391,6 +400,10 @@ def _report_shard(
         "overwrote may be back in an older version)" if saved.missing else
         f"{saved.lost} of {saved.expected or 0} checkpointed records"
     ) + f", {saved.bad_lines} journal lines"  # fmt: skip
+    lost_journal = [path.name for path, problem in problems if problem.startswith(LOST_JOURNAL)]
+    if lost_journal:  # the journal after the last checkpoint is gone: what it held cannot be counted
+        what += f"; every write of {', '.join(lost_journal)} (how many is unknown; what it deleted may be back)"
+        lost = None
     if saved.untrusted_tombs:  # not applied: deleted records may be back, never live ones deleted
         what += "; damaged tombstones not applied (records they deleted may be back): " + ", ".join(
             Path(t).parent.name for t in saved.untrusted_tombs
