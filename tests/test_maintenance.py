@@ -208,3 +208,22 @@ def test_doctor_finds_a_store_of_key_value_pairs_healthy(home):
     assert list(home.glob("ns/*/*/seg-*")) and not (home / "store.json").exists()
     assert svc.doctor() == []
     svc.close()
+
+
+@pytest.mark.parametrize(("made_by", "configured"), [("hash", None), ("hash:48", None), ("hash:256", "hash:256")])
+def test_store_json_deleted_before_any_checkpoint_is_restored_from_the_journals(home, monkeypatch, made_by, configured):
+    """Found by an outside audit: with no checkpoint to read it from, a deleted store.json was
+    recorded again as the default embedder, whose 256-dimension queries no longer matched the
+    journals' vectors (retrieval silently fell back to words)."""
+    monkeypatch.setenv("MEM_EMBEDDER", made_by)
+    scope = fill(MemoryService(home))
+    assert not list(home.glob("ns/*/*/seg-*"))
+    (home / "store.json").unlink()
+    if configured is None:
+        monkeypatch.delenv("MEM_EMBEDDER")
+    else:
+        monkeypatch.setenv("MEM_EMBEDDER", configured)
+    found = MemoryService(home).retrieve(scope, query="python packaging", explain=True)["entries"][0]
+    assert found["key"] == {"k": 1} and found["explain"]["vector"] > 0.5
+    assert orjson.loads((home / "store.json").read_bytes())["embedder"] == made_by
+    assert MemoryService(home).doctor() == []

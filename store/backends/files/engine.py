@@ -37,7 +37,7 @@ import orjson
 
 from ... import clock
 from ...config import env_choice
-from ...embed import Embedder
+from ...embed import Embedder, decode_vector, dimension_of
 from ...errors import Damaged, InvalidInput, Unauthorized
 from ...log import logger
 from ...paths import digest, ensure_dir, write_atomic
@@ -103,7 +103,7 @@ class Engine(Backend):
         if not self.read_only:
             write_atomic(self.home / "store.json", seal(meta))
         logger("engine").warning(
-            "%s was missing: restored from the checkpoints' records (embedder %r, dimension %d)",
+            "%s was missing: restored from the vectors on record (embedder %r, dimension %d)",
             self.home / "store.json", name, dim,
         )  # fmt: skip
         self._recorded, self._stamp = meta, self._store_stamp()
@@ -111,7 +111,8 @@ class Engine(Backend):
 
     def embedder_on_record(self) -> tuple[str, int] | None:
         """(embedder, dimension) most checkpoints with vectors were made by (their meta.json);
-        None when there are none."""
+        without any, the embedder the journals' vectors fit (`_embedder_in_journals`); None when
+        no vector was ever written."""
         seen: Counter[tuple[str, int]] = Counter()
         for meta_file in self.home.glob("ns/*/*/seg-*/meta.json"):
             try:
@@ -120,7 +121,19 @@ class Engine(Backend):
                     seen[(str(meta["embedder"]), int(meta["dim"]))] += 1
             except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue
-        return seen.most_common(1)[0][0] if seen else None
+        return seen.most_common(1)[0][0] if seen else self._embedder_in_journals()
+
+    def _embedder_in_journals(self) -> tuple[str, int] | None:
+        """A store whose store.json went before its first checkpoint: its journals hold vectors
+        but not the embedder's name. The dimension of the first vector found names it: the
+        configured embedder if it makes that dimension, else the built-in one that does (256:
+        static, 384: minilm, any other D: hash:D). Only a `hash:256` store is then misnamed
+        (as static): hash is the test embedder, and `mem reindex --embedder` mends it."""
+        for journal in sorted(self.home.glob("ns/*/*/wal-*.ndjson")):
+            dim = _first_vector_dim(journal)
+            if dim:
+                return _embedder_of_dim(dim, self.wanted_embedder)
+        return None
 
     def record_embedder(self, embedder: Embedder) -> None:
         ensure_dir(self.home)
@@ -506,3 +519,29 @@ def shard_descriptor(folder: Path) -> dict | None:
     namespace = descriptor.get("namespace")
     home_of = "system" if namespace == SYSTEM else digest(namespace) if isinstance(namespace, str) else None
     return descriptor if namespace is None or home_of == folder.parent.name else None
+
+
+def _first_vector_dim(journal: Path) -> int:
+    """The dimension of the first vector a journal holds (its lines' "vec", base64 float16), 0
+    if none (damaged lines are passed over: doctor reports them)."""
+    try:
+        with journal.open("rb") as lines:
+            for line in lines:
+                if b'"vec":"' not in line:
+                    continue
+                try:
+                    recs = orjson.loads(line).get("recs") or []
+                except orjson.JSONDecodeError:
+                    continue
+                for rec in recs:
+                    if isinstance(rec, dict) and isinstance(rec.get("vec"), str):
+                        return len(decode_vector(rec["vec"]))
+    except OSError:
+        pass
+    return 0
+
+
+def _embedder_of_dim(dim: int, wanted: str | None) -> tuple[str, int]:
+    if wanted and dimension_of(wanted) == dim:
+        return wanted, dim
+    return {256: "static", 384: "minilm", 64: "hash"}.get(dim, f"hash:{dim}"), dim
