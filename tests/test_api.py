@@ -487,3 +487,25 @@ def test_store_many_defaults_the_tier_to_episodic_as_store_does(memory):
     assert result["stored"] == [{"key": "a"}, {"key": "b"}] and not result.get("errors")
     assert [e["tier"] for e in memory.retrieve(keys=["a", "b"])["entries"]] in (
         ["episodic", "semantic"], ["semantic", "episodic"])  # fmt: skip
+
+
+def test_editing_what_a_read_returned_or_what_was_stored_changes_nothing_stored(memory):
+    """Found by an outside audit: reads handed out the store's own records (files: those written
+    since the last checkpoint; the working tier: all of them), so editing a result or the value
+    given to a write changed later reads without a write."""
+    value = {"n": 1, "tags": ["a"]}
+    memory.kv.set("k", value)
+    memory.kv.get("k")["n"] = 999
+    memory.store({"n": 1}, key="e", tier="semantic")
+    memory.retrieve(keys=["e"])["entries"][0]["content"]["n"] = 999
+    saved = memory.json.save({"n": 1})
+    memory.json.list()[0]["json"]["n"] = 999
+    with memory.session() as session:
+        given = {"n": 1}
+        session.store(given, key="w", tier="working")
+        given["n"] = 2
+        session.retrieve(keys=["w"], tier="working")["entries"][0]["content"]["n"] = 999
+        assert session.retrieve(keys=["w"], tier="working")["entries"][0]["content"] == {"n": 1}
+    assert memory.kv.get("k") == {"n": 1, "tags": ["a"]}
+    assert memory.retrieve(keys=["e"])["entries"][0]["content"] == {"n": 1}
+    assert [j["json"] for j in memory.json.list() if j["memoryId"] == saved["memoryId"]] == [{"n": 1}]

@@ -647,3 +647,21 @@ def test_a_closed_memstore_refuses_every_call_and_closes_once(home):
     store.close()
     with pytest.raises(Closed):
         store.get(("t",), "k")
+
+
+@pytest.mark.parametrize("checkpoints", ["inline", "background"])
+def test_editing_what_a_read_returned_changes_nothing_stored(home, monkeypatch, checkpoints):
+    """Found by an outside audit: `get` and `search` handed out the files backend's own records
+    (those written since the last checkpoint), so editing a returned value changed every later
+    read in the process, and an inline checkpoint saved the edit to disk, with no write."""
+    monkeypatch.setenv("MEM_CHECKPOINTS", checkpoints)
+    monkeypatch.setenv("MEM_CHECKPOINT_BYTES", "2000")
+    with MemStore(home=home) as store:
+        store.put(("users", "u1"), "prefs", {"n": 1, "tags": ["a"]})
+        store.get(("users", "u1"), "prefs").value["tags"].append("edited")
+        store.search(("users",))[0].value["n"] = 999
+        for i in range(60):  # enough to make a checkpoint due
+            store.put(("users", "u1"), f"other{i}", {"i": i, "pad": "x" * 50})
+        assert store.get(("users", "u1"), "prefs").value == {"n": 1, "tags": ["a"]}
+    with MemStore(home=home) as fresh:
+        assert fresh.get(("users", "u1"), "prefs").value == {"n": 1, "tags": ["a"]}

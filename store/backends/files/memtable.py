@@ -3,6 +3,10 @@
 Slots mirror a checkpoint's rows (columns for expiry, recency, own time and score, a vector
 matrix, BM25 postings), so one search routine serves both; a freed slot is reused by the next
 record.
+
+The records are the memtable's own: a read hands out a copy (`record`), as a checkpoint's rows
+are parsed anew at every read. A caller (the Python API, a LangGraph node) that edits what it
+read must not change the store without a write, nor what the next checkpoint saves.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import orjson
 
 from ...lexical import DeltaLexicon
 from ...timeaware import entry_time
@@ -73,8 +78,15 @@ class Memtable:
         return True
 
     def get(self, rid: str) -> dict[str, Any] | None:
+        """A copy of record `rid`, if held."""
         slot = self.slot_of.get(rid)
-        return None if slot is None else self.docs[slot]
+        return None if slot is None else self.record(slot)
+
+    def record(self, slot: int) -> dict[str, Any]:
+        """A copy of the record in `slot` (see the module's docstring)."""
+        doc = self.docs[slot]
+        assert doc is not None
+        return orjson.loads(orjson.dumps(doc))
 
     def items(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """(slot, doc) in order of writing, oldest first: `slot_of` keeps it (an overwrite is

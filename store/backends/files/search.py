@@ -63,12 +63,7 @@ class Part:
             return self.seg.doc
         mem = self.shard.mem
 
-        def memtable_doc(row: int) -> dict:
-            doc = mem.docs[row]
-            assert doc is not None
-            return doc
-
-        return memtable_doc
+        return mem.record
 
     def columns(self) -> tuple[np.ndarray, np.ndarray]:
         """(scores, updated) of every row."""

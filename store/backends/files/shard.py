@@ -293,8 +293,8 @@ class Shard(Scope):
         """Durably log `op`. The caller holds the lock and has refreshed. The in-memory state
         picks the line up at the next refresh, like any other process's write, so a one-shot
         command that exits after writing never pays for applying it."""
-        if self.folder is None:
-            self._apply(op)
+        if self.folder is None:  # no journal to read it back from: apply a copy of the caller's objects
+            self._apply(orjson.loads(orjson.dumps(op)))
         else:
             self._active_journal().append(op)
             self.version += 1
@@ -383,9 +383,9 @@ class Shard(Scope):
         """The newest live record: the memtable's last written (slots are kept in write order
         by `slot_of`), else the newest segment's last live row (rows are in write order too)."""
         for rid in reversed(self.mem.slot_of):
-            doc = self.mem.docs[self.mem.slot_of[rid]]
-            if doc is not None and expiry(doc) > now:
-                return doc
+            slot = self.mem.slot_of[rid]
+            if self.mem.expires[slot] > now:
+                return self.mem.record(slot)
         for i in reversed(range(len(self.segs))):
             alive = np.flatnonzero(self.part_alive(i, now))
             if len(alive):
@@ -415,9 +415,9 @@ class Shard(Scope):
             for row in np.flatnonzero(self.part_alive(i, now)):
                 yield seg.doc(int(row))
         alive = self.mem_alive(now)
-        for slot, doc in self.mem.items():
+        for slot, _ in self.mem.items():
             if alive[slot]:
-                yield doc
+                yield self.mem.record(slot)
 
     def usage(self, now: float) -> tuple[int, int]:
         """(live records, their bytes)."""
