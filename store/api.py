@@ -139,12 +139,20 @@ class StoreResult(TypedDict, total=False):
 
 def _key_list(keys: Key | Sequence[Key]) -> list[Key]:
     """One key or several: a lone string is one key (never its characters)."""
-    return [keys] if isinstance(keys, (str, dict)) else list(keys)
+    return _items(keys, "keys")
 
 
-def _items(given: Any) -> list[Any]:
-    """One item or several: a lone string or dict is one item (never its characters or keys)."""
-    return [given] if isinstance(given, (str, dict)) else list(given)
+def _items(given: Any, what: str = "tags") -> list[Any]:
+    """One item or several: a lone string or dict is one item (never its characters or keys),
+    None is none; `InvalidInput` for anything else that is not a collection (a number)."""
+    if given is None:
+        return []
+    if isinstance(given, (str, dict)):
+        return [given]
+    try:
+        return list(given)
+    except TypeError:
+        raise InvalidInput(f"{what} must be a string or a list, not {type(given).__name__}") from None
 
 
 class _Guard:
@@ -250,12 +258,12 @@ class _Tiers:
         the valid ones are stored, each other one is named in `errors` by its index (the request
         is refused as a whole only when none could be stored for lack of room or permission).
         An entry without a `tier` goes to the episodic tier, as with `store`."""
-        given = [{"tier": "episodic", **e} if isinstance(e, dict) else e for e in entries]
+        given = [{"tier": "episodic", **e} if isinstance(e, dict) else e for e in _items(entries, "entries")]
         return cast(StoreResult, self.service.store(self._scope(), given, progress))
 
     def retrieve(
         self,
-        query: str = "",
+        query: str | None = "",
         *,
         keys: Key | Sequence[Key] = (),
         tags: Sequence[str] = (),
@@ -269,11 +277,12 @@ class _Tiers:
         """Entries matching every filter given, best first: `query` ranks by meaning and words,
         `keys` are exact, an entry must carry every tag, `tier` is one tier (default: all),
         `since` / `until` keep the entries whose own time is in [since, until) (an ISO-8601 date
-        or time, or a date phrase such as "last week", as `mem retrieve --since`)."""
+        or time, or a date phrase such as "last week", as `mem retrieve --since`). No `query`
+        (None or ""): every entry that passes the filters, with relevance 1.0."""
         return cast(
             Retrieved,
             self.service.retrieve(
-                self._scope(), keys=_key_list(keys), query=query, tags=_items(tags), tier=tier, limit=limit,
+                self._scope(), keys=_key_list(keys), query=query or "", tags=_items(tags), tier=tier, limit=limit,
                 min_score=min_score, explain=explain, since=since, until=until,
             ),
         )  # fmt: skip
@@ -429,10 +438,15 @@ class Memory(_Tiers):
         from .paths import private_output
 
         count = 0
-        with private_output(path, keep_on=(Damaged,)) as out:  # a failed export keeps the old file
-            for line in self.export(namespace):
-                out.write(line + b"\n")
-                count += 1
+        try:
+            with private_output(path, keep_on=(Damaged,)) as out:  # a failed export keeps the old file
+                for line in self.export(namespace):
+                    out.write(line + b"\n")
+                    count += 1
+        except (FileNotFoundError, NotADirectoryError):  # as `import_from` says of its file
+            raise NotFound(f"no such folder for {path}", {"path": str(path)}) from None
+        except IsADirectoryError:
+            raise InvalidInput(f"{path} is a folder, not a file", {"path": str(path)}) from None
         return count
 
     def import_records(self, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:

@@ -509,3 +509,29 @@ def test_editing_what_a_read_returned_or_what_was_stored_changes_nothing_stored(
     assert memory.kv.get("k") == {"n": 1, "tags": ["a"]}
     assert memory.retrieve(keys=["e"])["entries"][0]["content"] == {"n": 1}
     assert [j["json"] for j in memory.json.list() if j["memoryId"] == saved["memoryId"]] == [{"n": 1}]
+
+
+def test_arguments_of_the_wrong_type_raise_invalid_input_not_python_errors(memory):
+    """Found by an outside audit: tags=5 raised TypeError, query=None AttributeError, and
+    store_many("abc") stored nothing with three errors, one for each character."""
+    with pytest.raises(InvalidInput, match="tags must be"):
+        memory.store("x", key="a", tags=5)
+    with pytest.raises(InvalidInput, match="tags must be"):
+        memory.retrieve("x", tags=5)
+    with pytest.raises(InvalidInput, match="keys must be"):
+        memory.retrieve(keys=5)
+    memory.store("kept", key="k", tags=None)
+    assert [e["content"] for e in memory.retrieve(None)["entries"]] == ["kept"]
+    result = memory.store_many("abc")
+    assert result["stored"] == [] and len(result["errors"]) == 1
+
+
+def test_an_export_to_a_path_that_cannot_be_reached_raises_the_stores_errors(memory, tmp_path):
+    memory.kv.set("k", "v")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(NotFound, match="no such folder"):
+        memory.export_to(blocker / "export.ndjson")
+    with pytest.raises(InvalidInput, match="is a folder"):
+        memory.export_to(tmp_path)
+    assert memory.export_to(tmp_path / "export.ndjson") >= 1
