@@ -23,19 +23,20 @@ from a2e_mem.cli.ui.app import STATIC, make_app  # noqa: E402
 from tests.conftest import entry  # noqa: E402
 
 TOKEN = "test-token-0123456789"
+LOCAL = "http://127.0.0.1:8765"  # the Host a browser on this machine sends (the app refuses any other)
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def client(service):
-    with TestClient(make_app(service, TOKEN), raise_server_exceptions=False) as client:
+    with TestClient(make_app(service, TOKEN), base_url=LOCAL, raise_server_exceptions=False) as client:
         client.headers["X-Mem-Token"] = TOKEN
         yield client
 
 
 @pytest.fixture
 def anonymous(service):
-    return TestClient(make_app(service, TOKEN), raise_server_exceptions=False)
+    return TestClient(make_app(service, TOKEN), base_url=LOCAL, raise_server_exceptions=False)
 
 
 def stored(service, *entries, namespace="default", agent="default"):
@@ -71,6 +72,30 @@ def test_writes_need_the_token_too(anonymous, service):
     stored(service, entry("a", "keep me"))
     refused(anonymous.post("/api/entry/delete", json={"tier": "episodic", "key": {"k": "a"}}), 403)
     assert service.retrieve(service.scope(), keys=[{"k": "a"}])["total"] == 1
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8765", "127.0.0.1.evil.example", "0.0.0.0:8765", ""])
+def test_a_request_naming_another_host_is_forbidden_even_with_the_token(client, host):
+    """Found by an outside audit: a DNS-rebinding page (a foreign Host) was answered; it still
+    needs the token, but nothing else stood behind it."""
+    assert "127.0.0.1" in refused(client.get("/api/overview", headers={"Host": host}), 403)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8765", "localhost:9000", "LOCALHOST", "[::1]:8765", "[::1]"])
+def test_this_machine_under_any_of_its_names_and_ports_is_served(client, host):
+    assert client.get("/api/overview", headers={"Host": host}).status_code == 200
+
+
+def test_a_write_whose_body_is_not_declared_json_is_refused(client, service):
+    """A cross-site form or a `text/plain` fetch is sent without a CORS preflight: found by an
+    outside audit to be parsed as JSON."""
+    stored(service, entry("a", "keep me"))
+    body = '{"tier": "episodic", "key": {"k": "a"}}'
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", ""):
+        refused(client.post("/api/entry/delete", content=body, headers={"Content-Type": content_type}), 415)
+    assert service.retrieve(service.scope(), keys=[{"k": "a"}])["total"] == 1
+    done = client.post("/api/entry/delete", content=body, headers={"Content-Type": "application/json; charset=utf-8"})
+    assert done.status_code == 200 and service.retrieve(service.scope(), keys=[{"k": "a"}])["total"] == 0
 
 
 @pytest.mark.parametrize("path", ["/", "/static/app.js", "/static/graph.js", "/static/style.css"])
@@ -308,7 +333,10 @@ BAD_POSTS = [
 @pytest.mark.parametrize("path, body, status, message", BAD_POSTS)
 def test_bad_bodies_get_a_4xx_with_a_message(client, service, path, body, status, message):
     stored(service, entry({"topic": "tea"}, "green tea"))
-    response = client.post(path, content=body) if isinstance(body, bytes) else client.post(path, json=body)
+    declared = {"Content-Type": "application/json"}  # what the page sends (others are refused: 415)
+    response = (
+        client.post(path, content=body, headers=declared) if isinstance(body, bytes) else client.post(path, json=body)
+    )
     if status == 200:
         assert response.status_code == 200, response.text
     else:
@@ -325,7 +353,7 @@ def test_a_refused_store_is_a_4xx_naming_the_reason(home):
     service = MemoryService(home)
     try:
         stored(service, entry({"topic": "tea"}, "green tea"))
-        client = TestClient(make_app(service, TOKEN), headers={"X-Mem-Token": TOKEN})
+        client = TestClient(make_app(service, TOKEN), base_url=LOCAL, headers={"X-Mem-Token": TOKEN})
         edit = {"tier": "episodic", "key": {"topic": "tea"}, "content": "t" * 200}
         assert "100-byte limit" in refused(client.post("/api/entry/edit", json=edit), 400)
         assert service.retrieve(service.scope())["entries"][0]["content"] == "green tea"
@@ -337,7 +365,8 @@ def test_a_refused_store_is_a_4xx_naming_the_reason(home):
     "method, path", [("GET", "/api/nowhere"), ("POST", "/api/search"), ("GET", "/api/entry/delete")]
 )
 def test_unknown_routes_and_methods_are_json_refusals(client, method, path):
-    refused(client.request(method, path), 404 if "nowhere" in path else 405)
+    declared = {"Content-Type": "application/json"}
+    refused(client.request(method, path, headers=declared), 404 if "nowhere" in path else 405)
 
 
 def test_an_unexpected_failure_is_a_500_without_a_traceback(client, service, monkeypatch, capfd):

@@ -6,8 +6,12 @@ every request, so what another process wrote shows on the next refresh.
 
 Security: the server listens on 127.0.0.1 only (`server.py`) and every request, the page and its
 assets included, must carry the token printed with the URL (`?token=` or an `X-Mem-Token`
-header), compared in constant time; anything else gets 403. Errors are JSON `{"error": ...}`
-with a 4xx status (5xx only for a store failure), never a traceback.
+header), compared in constant time; anything else gets 403. Two more walls stand behind the
+token, should it ever leak: a request must name this machine as its `Host` (127.0.0.1, localhost
+or [::1]: a foreign name is a DNS-rebinding page), and a write must send its body as
+`application/json` (a type no other site's page can send without asking first: the browser's
+CORS preflight, which this server never grants). Errors are JSON `{"error": ...}` with a 4xx
+status (5xx only for a store failure), never a traceback.
 """
 
 from __future__ import annotations
@@ -83,10 +87,27 @@ class TokenGuard(BaseHTTPMiddleware):
         given = request.headers.get(TOKEN_HEADER) or request.query_params.get("token") or ""
         if not secrets.compare_digest(given.encode(), self.token):
             response: Response = error(403, "forbidden: open the URL that `mem ui` printed (it carries the token)")
+        elif not local_host(request.headers.get("host", "")):
+            response = error(403, "forbidden: this server answers only requests to 127.0.0.1 or localhost")
+        elif request.method == "POST" and not json_body(request.headers.get("content-type", "")):
+            response = error(415, "a write sends its body as application/json")
         else:
             response = await call_next(request)
         response.headers.update(HEADERS)
         return response
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def local_host(host: str) -> bool:
+    """Whether a Host header names this machine (with any port: an SSH tunnel may move it)."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    return name.lower() in LOCAL_HOSTS
+
+
+def json_body(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
 def error(status: int, message: str) -> JSONResponse:
