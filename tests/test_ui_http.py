@@ -322,11 +322,13 @@ BAD_POSTS = [
     ("/api/entry/edit", {"tier": "episodic", "key": {"topic": "tea"}, "content": "x" * 2_000_000}, 400, "1048576"),
     ("/api/entry/delete", {"tier": 5, "key": {"topic": "tea"}}, 400, "tier must be a string"),
     ("/api/entry/delete", {"tier": "episodic", "key": "topic"}, 400, "key is not valid JSON"),
-    ("/api/entry/delete", {"tier": "episodic", "key": [1]}, 400, "key must be a string"),
+    ("/api/entry/delete", {"tier": "episodic", "key": [1]}, 400, "key must be a JSON object"),
     ("/api/persistent/retrieve", {}, 400, "id is required"),
     ("/api/persistent/retrieve", {"id": "pm_nope"}, 404, "pm_nope"),
     ("/api/persistent/retrieve", {"id": "pm_x", "keywords": {"a": 1}}, 400, "keywords"),
     ("/api/persistent/retrieve", {"id": "pm_x", "context": "[1]"}, 400, "context"),
+    ("/api/persistent/retrieve", {"id": "pm_x", "context": [1]}, 400, "context must be a JSON object"),
+    ("/api/entry/edit", {"tier": "episodic", "key": {"topic": "tea"}, "score": True}, 400, "score must be a number"),
 ]
 
 

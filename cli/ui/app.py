@@ -204,6 +204,8 @@ class Args:
         raw = (raw[-1] if raw else default) if isinstance(raw, list) else raw
         if raw == "":
             return default
+        if isinstance(raw, bool):  # JSON true is not the number 1
+            raise InvalidInput(f"{name} must be a number")
         try:
             number = float(raw)
         except (TypeError, ValueError):
@@ -227,6 +229,9 @@ class Args:
         value = self.data.get(name)
         if isinstance(value, dict):
             return value
+        texts = isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        if value is not None and not texts:  # (a list of texts: a query parameter's values)
+            raise InvalidInput(f"{name} must be a JSON object, or its text")
         from ..options import parse_json_object
 
         return parse_json_object(self.required(name), name)
