@@ -26,6 +26,8 @@ from typer.testing import CliRunner
 from a2e_mem.cli.main import app
 from a2e_mem.service import MemoryService
 
+from .conftest import stored_anywhere
+
 ROOT = Path(__file__).resolve().parent.parent
 STRESS = bool(os.environ.get("MEM_STRESS"))
 SEED = int(os.environ.get("MEM_SEED", time.time_ns() % 2**32))
@@ -347,3 +349,52 @@ def test_a_home_that_cannot_be_created_is_a_clear_error(tmp_path):
     out = cli(blocker / "home", "store", "--key", "k", "v")
     assert_one_line_error(out, 4)  # a store directory under a file is a configuration error
     assert "which is a file" in out.stderr
+
+
+def _full_disk(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.files_only
+def test_an_inline_checkpoint_that_fails_does_not_fail_the_write_that_started_it(home, monkeypatch):
+    """Found by an outside audit on a full disk: with MEM_CHECKPOINTS=inline a write already in
+    the journal was reported failed because the checkpoint after it failed, and the retry made
+    a duplicate (two episodic events)."""
+    from a2e_mem.backends.files import checkpoint
+
+    real_write = checkpoint._write_range
+    monkeypatch.setenv("MEM_CHECKPOINTS", "inline")
+    monkeypatch.setattr(checkpoint, "MIN_JOURNAL_BYTES", 2000)
+    monkeypatch.setattr(checkpoint, "_write_range", _full_disk)
+    svc = MemoryService(home)
+    scope = svc.scope("disk", "a")
+    for i in range(40):  # a checkpoint is due after the first few: every one of them fails
+        assert svc.store(scope, [{"key": {"i": i}, "content": f"kept {i} " * 5, "tier": "episodic"}])["stored"]
+    monkeypatch.setattr(checkpoint, "_write_range", real_write)
+    assert not list(home.rglob("seg-*")) and (next(home.rglob("checkpoint.state"))).exists()
+    assert MemoryService(home).retrieve(scope, limit=100)["total"] == 40
+
+
+@pytest.mark.files_only
+def test_a_delete_that_cannot_ask_for_its_purge_is_refused_and_deletes_nothing(home, monkeypatch):
+    """Found by an outside audit: a forget on a full disk answered deleted, but the marker that
+    has the content purged could not be written, so the content stayed on disk after space came
+    back (until `mem gc`). The marker is written first: no marker, no delete."""
+    monkeypatch.setenv("MEM_CHECKPOINTS", "inline")
+    real_open = os.open
+
+    def open_refusing_the_marker(path, *args, **kwargs):
+        if str(path).endswith("purge.wanted"):
+            _full_disk()
+        return real_open(path, *args, **kwargs)
+
+    svc = MemoryService(home)
+    scope = svc.scope("disk", "a")
+    svc.store(scope, [{"key": {"k": "secret"}, "content": "SECRETWORD42", "tier": "episodic"}])
+    monkeypatch.setattr(os, "open", open_refusing_the_marker)
+    with pytest.raises(OSError):
+        svc.forget(scope, keys=[{"k": "secret"}])
+    monkeypatch.setattr(os, "open", real_open)
+    assert MemoryService(home).retrieve(scope, keys=[{"k": "secret"}])["total"] == 1  # nothing was deleted
+    assert svc.forget(scope, keys=[{"k": "secret"}]) == 1
+    assert not stored_anywhere(home, "SECRETWORD42")

@@ -25,6 +25,7 @@ checkpoint that waits for a running one and runs until no marker is left (see `c
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import time
@@ -203,7 +204,7 @@ class Engine(Backend):
             descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope), "schema": schema}
             shard = self._shards[folder] = Shard(folder, SCHEMAS[schema], dim, descriptor)
             shard.on_create = lambda: self._name_namespace(namespace)
-            shard.on_delete = lambda: self.ask_purge(shard)
+            shard.on_delete = lambda: self.ask_purge(shard, strict=True)
             shard.on_append = lambda: self.written.add(folder)
         shard.refresh()
         self._purge_if_expired(shard)
@@ -307,7 +308,7 @@ class Engine(Backend):
         schema = SCHEMAS[descriptor["schema"]]
         dim = self.dim if schema.indexed else 0
         shard = Shard(folder, schema, dim, descriptor)
-        shard.on_delete = lambda: self.ask_purge(shard)
+        shard.on_delete = lambda: self.ask_purge(shard, strict=True)
         shard.on_append = lambda: self.written.add(folder)
         return shard
 
@@ -338,13 +339,27 @@ class Engine(Backend):
         if self._deferred and not any(lock.held() for lock in self._locks.values()):
             for folder in list(self._deferred):  # a purge waits for the builder lock: never under a lock
                 self._deferred.discard(folder)
-                self.purge_folder(folder)
+                try:
+                    self.purge_folder(folder)
+                except (OSError, Damaged) as exc:  # the marker stays: the next purge or `mem gc` does it
+                    logger("engine").warning("purge of %s failed (the delete is kept): %s", folder, exc)
         if shard.folder is None or self.checkpoints == "off" or not checkpoint.due(shard, share):
             return
         if self.checkpoints == "inline":
-            self.checkpoint_shard(shard)
+            self._checkpoint_after_write(shard)
         else:
             checkpoint.spawn(self.home, shard.folder)
+
+    def _checkpoint_after_write(self, shard: Shard) -> None:
+        """An inline checkpoint, run after a write is in the journal: its failure (a full disk)
+        is the checkpoint's, not the write's, which must not be reported failed and sent again
+        (a duplicate). It is logged; the checkpoint's own backoff tries again later, `mem gc` now."""
+        try:
+            self.checkpoint_shard(shard)
+        except (OSError, Damaged) as exc:
+            logger("engine").warning(
+                "checkpoint of %s failed (the write is kept in the journal): %s", shard.folder, exc
+            )  # fmt: skip
 
     def checkpoint_shard(
         self, shard: Shard, force: bool = False, wait: bool = False, full: bool = False, outcome: Any = None
@@ -362,10 +377,12 @@ class Engine(Backend):
     ) -> bool:
         return self.checkpoint_shard(self.open_folder(folder), force, wait, full, outcome)
 
-    def ask_purge(self, shard: Shard) -> None:
+    def ask_purge(self, shard: Shard, strict: bool = False) -> None:
         """Have deleted and expired records of `shard` leave the disk soon: leave the marker a
         purge checkpoint looks for and start one, unless one was asked for a moment ago (it will
-        see the marker: it checks for it under the namespace lock, as deletes set it)."""
+        see the marker: it checks for it under the namespace lock, as deletes set it). `strict`
+        (a delete, before it is logged): a marker the disk refuses is raised, so that the delete
+        is refused rather than done with nothing left to say its content must go."""
         if shard.folder is None or self.checkpoints == "off" or not shard.folder.exists():
             return
         marker = shard.folder / PURGE
@@ -377,9 +394,11 @@ class Engine(Backend):
                     return  # a purge is on its way
                 os.utime(marker)
             except FileNotFoundError:
-                return self.ask_purge(shard)  # the purge took it meanwhile: ask again
-        except OSError:
-            return  # the folder went away, or the disk refuses: the next use asks again
+                return self.ask_purge(shard, strict)  # the purge took it meanwhile: ask again
+        except OSError as exc:
+            if strict and exc.errno != errno.ENOENT:
+                raise
+            return  # the folder went away, or the disk refuses an expiry's purge: the next use asks again
         if self.checkpoints == "inline":
             self._deferred.add(shard.folder)
             self.after_write(shard)

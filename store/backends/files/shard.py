@@ -194,7 +194,7 @@ class Shard(Scope):
         self.dim = dim if schema.indexed else 0
         self.descriptor = descriptor or {}
         self.on_create: Callable[[], None] | None = None  # called when the folder is first written
-        self.on_delete: Callable[[], None] | None = None  # called after a delete is logged (a purge is due)
+        self.on_delete: Callable[[], None] | None = None  # called before a delete is logged (a purge is due)
         self.on_append: Callable[[], None] | None = None  # called after any write is logged
         self.segs: list[Segment] = []
         self.journals: list[Journal] = []
@@ -296,12 +296,12 @@ class Shard(Scope):
         if self.folder is None:  # no journal to read it back from: apply a copy of the caller's objects
             self._apply(orjson.loads(orjson.dumps(op)))
         else:
+            if op.get("op") == "del" and self.on_delete is not None:
+                self.on_delete()  # first: a delete that cannot ask for its purge (a full disk) is refused
             self._active_journal().append(op)
             self.version += 1
             if self.on_append is not None:
                 self.on_append()
-            if op.get("op") == "del" and self.on_delete is not None:
-                self.on_delete()
 
     def _active_journal(self) -> Journal:
         if not self.journals:  # a first write, or a view that was reset: read the disk again
