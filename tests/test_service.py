@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import orjson
 import pytest
 
@@ -247,3 +249,34 @@ def test_the_default_key_is_not_part_of_what_is_embedded(service):
     hashed = next(v for k, v in by_key.items() if '"hash"' in k)
     assert hashed == pytest.approx(1.0, abs=1e-3)  # the query is exactly its text
     assert by_key['{"topic":"staging"}'] < hashed  # a key the user gave is part of the text
+
+
+@pytest.mark.files_only
+def test_a_long_lived_process_keeps_a_bounded_number_of_files_open(home):
+    """Found by an outside audit: `serve-stdio` kept every shard it met open (its journal, and
+    its segments' mapped files), and at about 400 namespaces every write failed with `Too many
+    open files`. Past OPEN_SHARDS the least recently used ones are let go, and freed at once."""
+    import gc
+    import weakref
+
+    from a2e_mem.backends.files import engine
+
+    gc.disable()  # freed by reference counting alone: no cycle holds a shard let go
+    try:
+        svc = MemoryService(home)
+        first = weakref.ref(svc.backend.scope("ns0", "semantic"))
+        before = len(os.listdir("/proc/self/fd"))
+        count = engine.OPEN_SHARDS * 3
+        for i in range(count):
+            scope = svc.scope(f"ns{i}", "a")
+            svc.store(scope, [entry(i, f"note {i}", "semantic")])
+            if i % 10 == 0:
+                svc.forget(scope, keys=[{"k": i}], tier="semantic")
+        assert first() is None
+        assert len(os.listdir("/proc/self/fd")) - before <= engine.OPEN_SHARDS + 8
+    finally:
+        gc.enable()
+    for i in range(count):  # every shard, let go or not, still reads and writes what it should
+        scope = svc.scope(f"ns{i}", "a")
+        assert svc.retrieve(scope, tier="semantic")["total"] == (0 if i % 10 == 0 else 1)
+    svc.close()

@@ -54,6 +54,7 @@ MAX_NAME = 1024  # as models.MAX_NAME (not imported: pydantic is slow to load)
 CHECKPOINT_MODES = ("background", "inline", "off")
 PURGE = "purge.wanted"  # in a shard: deleted or expired records wait for a checkpoint to purge them
 PURGE_STALE = 60.0  # seconds after which a purge asked for and not done is asked for again
+OPEN_SHARDS = 32  # shards a process keeps open (see `Engine._keep`)
 
 
 class Engine(Backend):
@@ -198,13 +199,13 @@ class Engine(Backend):
         """The shard holding `kind` records of `scope` in `namespace` (refreshed from disk)."""
         self.sync_store()
         folder = self.namespace_dir(namespace) / digest(kind, *scope)
-        shard = self._shards.get(folder)
+        shard = self._kept(folder)
         if shard is None:
             dim = self.dim if SCHEMAS[schema].indexed else 0
             descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope), "schema": schema}
-            shard = self._shards[folder] = Shard(folder, SCHEMAS[schema], dim, descriptor)
+            shard = self._keep(folder, Shard(folder, SCHEMAS[schema], dim, descriptor))
             shard.on_create = lambda: self._name_namespace(namespace)
-            shard.on_delete = lambda: self.ask_purge(shard, strict=True)
+            shard.on_delete = self._purge_for_delete
             shard.on_append = lambda: self.written.add(folder)
         shard.refresh()
         self._purge_if_expired(shard)
@@ -283,10 +284,7 @@ class Engine(Backend):
     def open_folder(self, folder: Path) -> Shard:
         """A shard by its folder (for maintenance: gc, doctor, checkpoints)."""
         self.sync_store()
-        if folder in self._shards:
-            shard = self._shards[folder]
-        else:
-            shard = self._shards[folder] = self._new_shard(folder)
+        shard = self._kept(folder) or self._keep(folder, self._new_shard(folder))
         shard.refresh()
         self._purge_if_expired(shard)
         return shard
@@ -308,8 +306,29 @@ class Engine(Backend):
         schema = SCHEMAS[descriptor["schema"]]
         dim = self.dim if schema.indexed else 0
         shard = Shard(folder, schema, dim, descriptor)
-        shard.on_delete = lambda: self.ask_purge(shard, strict=True)
+        shard.on_delete = self._purge_for_delete
         shard.on_append = lambda: self.written.add(folder)
+        return shard
+
+    def _purge_for_delete(self, shard: Shard) -> None:
+        self.ask_purge(shard, strict=True)
+
+    def _kept(self, folder: Path) -> Shard | None:
+        """The open shard of `folder`, now the most recently used one."""
+        shard = self._shards.pop(folder, None)
+        if shard is not None:
+            self._shards[folder] = shard
+        return shard
+
+    def _keep(self, folder: Path, shard: Shard) -> Shard:
+        """Keep `shard` open, letting go of the least recently used ones past OPEN_SHARDS: each
+        holds its journal and its segments' mapped files open (about 17 descriptors a segment),
+        and a server that meets hundreds of namespaces would run out of them. One let go is
+        forgotten, not closed (a caller may still be using it: see `sync_store`); its files
+        close when the last reference goes, and a later use opens it again from disk."""
+        self._shards[folder] = shard
+        while len(self._shards) > OPEN_SHARDS:
+            del self._shards[next(iter(self._shards))]
         return shard
 
     def discard(self, path: Path) -> None:

@@ -194,7 +194,9 @@ class Shard(Scope):
         self.dim = dim if schema.indexed else 0
         self.descriptor = descriptor or {}
         self.on_create: Callable[[], None] | None = None  # called when the folder is first written
-        self.on_delete: Callable[[], None] | None = None  # called before a delete is logged (a purge is due)
+        # called with the shard before a delete is logged (a purge is due); given the shard rather
+        # than holding it, so that a shard the engine lets go is freed (and its files closed) at once
+        self.on_delete: Callable[[Shard], None] | None = None
         self.on_append: Callable[[], None] | None = None  # called after any write is logged
         self.segs: list[Segment] = []
         self.journals: list[Journal] = []
@@ -297,7 +299,7 @@ class Shard(Scope):
             self._apply(orjson.loads(orjson.dumps(op)))
         else:
             if op.get("op") == "del" and self.on_delete is not None:
-                self.on_delete()  # first: a delete that cannot ask for its purge (a full disk) is refused
+                self.on_delete(self)  # first: a delete that cannot ask for its purge (a full disk) is refused
             self._active_journal().append(op)
             self.version += 1
             if self.on_append is not None:
