@@ -137,6 +137,24 @@ def test_ttl_expiry_hides_entries_and_gc_purges_them(service, home):
     assert not stored_anywhere(home, "gone soon") and stored_anywhere(home, "stays")
 
 
+def test_an_expired_entry_no_longer_weighs_in_the_bm25_statistics(service):
+    """Found by an outside audit comparing the backends: on PostgreSQL the term statistics kept
+    counting expired entries until `mem gc`, so relevance, order and `min_score` differed from
+    the files backend (and from a scope that never held them)."""
+    live = [entry(1, "alpha beta"), entry(2, "gamma delta"), entry(3, "epsilon zeta")]
+    expiring = [entry(4, "alpha delta", ttl=5), entry(5, "alpha alpha delta words", ttl=5)]
+    with_expired, never = service.init("ns", "a"), service.init("ns", "b")
+    service.store(with_expired, live + expiring)
+    service.store(never, live)
+    clock.set_offset(10)
+
+    def explained(scope):
+        found = service.retrieve(scope, query="alpha delta", explain=True)["entries"]
+        return {e["key"]["k"]: (e["relevance"], e["explain"]["lexical"]) for e in found}
+
+    assert explained(with_expired) == explained(never)
+
+
 def test_retrieve_ands_filters_and_counts_total_before_limit(service):
     s = service.init("ns", "a")
     service.store(s, [entry(i, f"note {i}", tags=["a", "b"] if i % 2 else ["a"]) for i in range(10)])

@@ -162,21 +162,25 @@ def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candid
 def _statistics(
     scope: PgScope, where: str, params: dict[str, Any], filters: Filters
 ) -> tuple[int, float, list[int], int, int, dict | None, dict | None]:
-    """The scope's rows and total length, each query term's document frequency, the rows passing
-    the filters, the table's rows, the HNSW index's watermark and the recorded embedder: one
-    round trip. Without filters the count comes from the statistics (minus the expired rows,
+    """The scope's live rows and their total length, each query term's document frequency among
+    them, the rows passing the filters, the table's rows, the HNSW index's watermark and the
+    recorded embedder: one round trip. Without filters the count comes from the statistics (minus the expired rows,
     found by the expiry index), not from a scan; a scope whose statistics row is missing
     (deleted by hand: `mem doctor --repair` recounts) is counted from its rows."""
     if filters.tags or filters.ids is not None or filters.timed:
         total = f"(SELECT count(*) FROM mem_records WHERE {where})"
     else:
-        total = (
-            f"coalesce(s.n_docs, {ROWS}) - (SELECT count(*) FROM mem_records WHERE namespace = %(ns)s AND "
-            "expires_at <= %(now)s AND kind = %(kind)s AND scope = %(scope)s::text[])"
-        )
+        total = f"coalesce(s.n_docs, {ROWS}) - (SELECT count(*) FROM gone)"
+    # The statistics count a row from its write to its delete; an expired row stays until a
+    # purge (`mem gc`) deletes it. Its share (found by the expiry index: few rows) is taken off,
+    # so that, as in the files backend, an expired row never weighs in the BM25 statistics.
     sql = f"""
-        SELECT coalesce(s.n_docs, {ROWS}), coalesce(s.total_len, {LENGTH}),
-               ARRAY(SELECT coalesce(t.df, 0) FROM unnest(%(qt)s::text[]) WITH ORDINALITY AS q(term, i)
+        WITH gone AS (SELECT terms FROM mem_records WHERE namespace = %(ns)s AND expires_at <= %(now)s
+                      AND kind = %(kind)s AND scope = %(scope)s::text[])
+        SELECT coalesce(s.n_docs, {ROWS}) - (SELECT count(*) FROM gone),
+               coalesce(s.total_len, {LENGTH}) - (SELECT coalesce(sum(cardinality(terms)), 0) FROM gone),
+               ARRAY(SELECT coalesce(t.df, 0) - (SELECT count(*) FROM gone WHERE q.term = ANY(gone.terms))
+                     FROM unnest(%(qt)s::text[]) WITH ORDINALITY AS q(term, i)
                      LEFT JOIN mem_terms t ON t.namespace = %(ns)s AND t.kind = %(kind)s
                           AND t.scope = %(scope)s::text[] AND t.term = q.term ORDER BY q.i),
                {total},
