@@ -172,9 +172,13 @@ def _stemmer():  # type: ignore[no-untyped-def]
     return Stemmer.Stemmer("english")
 
 
+MAX_WORD = 200  # characters of a word that count: a longer one (a hex dump, a run of letters) is cut
+
+
 def terms(text: str) -> list[str]:
-    """Lower-cased, stemmed words of `text`, stopwords dropped."""
-    words = [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    """Lower-cased, stemmed words of `text`, stopwords dropped, each cut to MAX_WORD characters
+    (no real word is longer; PostgreSQL's term index takes at most 2712 bytes an entry)."""
+    words = [w[:MAX_WORD] for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
     return _stemmer().stemWords(words) if words else []
 
 

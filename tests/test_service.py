@@ -298,3 +298,30 @@ def test_a_long_lived_process_keeps_a_bounded_number_of_files_open(home):
         scope = svc.scope(f"ns{i}", "a")
         assert svc.retrieve(scope, tier="semantic")["total"] == (0 if i % 10 == 0 else 1)
     svc.close()
+
+
+def test_keys_and_words_past_postgresqls_index_limits(service):
+    """Found by an outside audit comparing the backends: on PostgreSQL a key of about 3 KB in
+    UTF-8, or one word of thousands of letters, failed the whole request in the middle of its
+    write as `cannot reach the server` (exit 7), the valid entries beside it lost too. Each is
+    now refused on its own with the reason (PostgreSQL) or kept (files); a long word is cut."""
+    on_postgres = bool(os.environ.get("MEM_STORE"))
+    s = service.init("ns", "a")
+    result = service.store(s, [entry("k" * 3000, "long key", "semantic"), entry("short", "kept", "semantic")])
+    if on_postgres:
+        assert result["stored"] == [{"k": "short"}]
+        assert "too long for the PostgreSQL store" in result["errors"][0] and "2600" in result["errors"][0]
+    else:
+        assert len(result["stored"]) == 2
+    word = "f00d" * 1250
+    assert service.store(s, [entry("hex", f"dump {word} end", "semantic")])["stored"]
+    assert keys_of(service.retrieve(s, query="dump end", tier="semantic"))[0] == {"k": "hex"}
+    long_kv_key = "漢" * 1024  # 1024 characters (the documented limit), 3072 bytes
+    if on_postgres:
+        with pytest.raises(InvalidInput, match="too long for the PostgreSQL store"):
+            service.memory_set(long_kv_key, "v")
+        with pytest.raises(InvalidInput, match="namespace too long"):
+            service.store(service.init("😀" * 1024, "a"), [entry("e", "emoji namespace")])
+    else:
+        service.memory_set(long_kv_key, "v")
+        assert service.memory_get(long_kv_key) is not None

@@ -124,6 +124,11 @@ class Scope(ABC):
     def kind(self) -> str:
         return self.descriptor["kind"]
 
+    def id_problem(self, rid: str) -> str | None:
+        """Why the backend cannot keep a record of id `rid` in this scope (None: it can). The
+        files backend takes any id; a database may bound the size of an indexed key."""
+        return None
+
     @abstractmethod
     def get(self, rid: str, now: float) -> Doc | None:
         """The live record `rid`, or None (missing, deleted or expired)."""

@@ -206,6 +206,8 @@ class A2E:
         limits = self.config.for_namespace(session.namespace)
         valid, problems, warnings = self._validate(entries, limits)
         valid, refused, forbidden = self._semantic_allowed(session, valid, limits)
+        valid, unkept = self._ids_kept(session, valid)
+        problems += unkept
         if not valid:
             return self._store_result([], problems + refused, warnings, forbidden)
         if limits.redact:  # before anything is stored or embedded
@@ -246,6 +248,20 @@ class A2E:
             self.backend.after_write(shard)
         stored = [entry.key for _, entry, _ in fitting]
         return self._store_result(stored, problems + refused + full, warnings)
+
+    def _ids_kept(
+        self, session: Session, valid: list[tuple[int, MemoryEntry, str]]
+    ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]]]:
+        """The entries whose record id the backend can keep in their tier's scope, and (index,
+        reason) for each other one (a key too long for PostgreSQL's indexes)."""
+        kept, problems = [], []
+        for i, entry, rid in valid:
+            problem = self._shard(session, entry.tier).id_problem(rid)
+            if problem is None:
+                kept.append((i, entry, rid))
+            else:
+                problems.append((i, problem))
+        return kept, problems
 
     @staticmethod
     def _store_result(

@@ -62,6 +62,7 @@ BUILD_SHARE = 4  # ...or a quarter of the rows it covers, if more
 BUILD_CHECK = 10.0  # seconds between a server's looks at whether a build is due
 BUILD_POLL = 0.2  # seconds between `mem gc`'s looks at whether another process's build ended
 MAX_NAME = 1024
+MAX_NAME_BYTES = 1024  # in UTF-8: what PostgreSQL's btree keys leave room for beside a scope and an id
 META = (
     "SELECT (SELECT value FROM mem_meta WHERE key = 'embedder'), (SELECT atttypmod FROM pg_attribute "
     "WHERE attrelid = 'mem_records'::regclass AND attname = 'vec'), "
@@ -549,9 +550,14 @@ def check_namespace(namespace: Any) -> None:
     if not isinstance(namespace, str) or not namespace or len(namespace) > MAX_NAME or "\x00" in namespace:
         raise InvalidInput(f"namespace must be 1 to {MAX_NAME} characters without NUL", {"field": "namespace"})
     try:
-        namespace.encode("utf-8")
+        size = len(namespace.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidInput(f"namespace {ascii(namespace)} is not valid UTF-8 text", {"field": "namespace"}) from None
+    if size > MAX_NAME_BYTES:  # every index key starts with it (see scope.KEY_BYTES)
+        raise InvalidInput(
+            f"namespace too long for the PostgreSQL store: {size} bytes in UTF-8, at most {MAX_NAME_BYTES}",
+            {"field": "namespace"},
+        )
 
 
 def spawn_build(url: str) -> None:

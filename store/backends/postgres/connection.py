@@ -355,6 +355,9 @@ class Database:
                 raise self.pool_failure() from None
             if not isinstance(exc, self.psycopg.Error):
                 raise
+            if str(getattr(exc, "sqlstate", None) or "").startswith("54"):  # program_limit_exceeded: a value too big
+                text = self.scrub(first_line(str(exc)))
+                raise InvalidInput(f"too big for the PostgreSQL store: {text}", {"sqlstate": exc.sqlstate}) from None
             if isinstance(exc, self.psycopg.OperationalError) or getattr(exc, "sqlstate", None) in _RETRYABLE_STATES:
                 raise self.unavailable(exc) from None
             raise self.failure(exc) from None

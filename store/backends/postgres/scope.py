@@ -41,6 +41,14 @@ KEY = "namespace = %(ns)s AND kind = %(kind)s AND scope = %(scope)s::text[]"
 LIVE = "(expires_at IS NULL OR expires_at > %(now)s)"
 
 
+KEY_BYTES = 2600  # of a row's key, in UTF-8: under btree's 2704 with the tuple's own overhead
+
+
+def key_bytes(*parts: Any) -> int:
+    """Bytes of a key's text parts (strings, or lists of them) in UTF-8."""
+    return sum(key_bytes(*part) if isinstance(part, list) else len(part.encode()) for part in parts)
+
+
 def by_ids(columns: str) -> str:
     """Rows of the scope by the ids in %(ids)s, each found through the primary key: equality on
     all of its columns is one row to the planner, with or without table statistics (with
@@ -85,6 +93,18 @@ class PgScope(Scope):
         self.descriptor = {"namespace": namespace, "kind": kind, "scope": list(scope), "schema": schema}
         self.key: dict[str, Any] = {"ns": db_name(namespace), "kind": kind, "scope": list(scope)}
         self.damaged: list[str] = []  # rows whose raw could not be read (an export names them)
+
+    def id_problem(self, rid: str) -> str | None:
+        """PostgreSQL's btree indexes hold at most 2704 bytes a key: the primary key (namespace,
+        kind, scope, id) is refused past KEY_BYTES in UTF-8, with this reason, rather than by
+        the server in the middle of a write (which fails the whole request)."""
+        size = key_bytes(self.key["ns"], self.key["kind"], self.key["scope"], rid)
+        if size <= KEY_BYTES:
+            return None
+        return (
+            f"key too long for the PostgreSQL store: namespace, scope and key take {size} bytes in UTF-8, "
+            f"at most {KEY_BYTES} (its index limit)"
+        )
 
     def _where(self, rid: str) -> str:
         """The row, as a damage report names it."""
@@ -265,6 +285,9 @@ class PgScope(Scope):
             rid = rec["id"]
             if not isinstance(rid, str) or "\x00" in rid:
                 raise InvalidInput("a record id must be text without NUL")
+            problem = self.id_problem(rid)
+            if problem is not None:
+                raise InvalidInput(problem, {"field": "key"})
             raw = orjson.dumps(doc).decode()
             vec = decode_vector(rec["vec"]) if indexed and rec.get("vec") else None
             if vec is not None and len(vec) != dim:
