@@ -118,7 +118,10 @@ def private_output(path: str | Path, keep_on: tuple[type[BaseException], ...] = 
             raise
         _put_in_place(out, tmp, target)
     finally:
-        out.close()
+        # closing flushes what is buffered: on a full disk it fails again, and the temporary
+        # file must go all the same (the error under way is the one to report)
+        with contextlib.suppress(OSError):
+            out.close()
         tmp.unlink(missing_ok=True)
 
 

@@ -311,6 +311,30 @@ def test_a_dump_that_reports_damage_never_replaces_a_file_but_fills_a_new_one(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.ndjson", "new.ndjson"]
 
 
+def test_a_dump_the_disk_refuses_leaves_no_temporary_file(tmp_path):
+    """Found by an outside audit on a full disk: closing the temporary file flushed its buffer,
+    failed again, and the file (holding part of the dump) stayed beside the target. Here the
+    file size limit (EFBIG, as ENOSPC) refuses the flush of what the dump buffered."""
+    import resource
+    import signal
+
+    from a2e_mem.paths import private_output
+
+    backup = tmp_path / "backup.ndjson"
+    backup.write_bytes(b"whole\n")
+    old_limit, old_handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        with pytest.raises(OSError), private_output(backup) as out:
+            out.write(b"x" * 100)  # buffered, not written yet
+            resource.setrlimit(resource.RLIMIT_FSIZE, (10, old_limit[1]))
+            out.flush()  # the disk refuses it, and will again when the file is closed
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.ndjson"]
+    assert backup.read_bytes() == b"whole\n"
+
+
 def test_the_temporary_file_of_an_export_is_not_one_a_planted_link_names(tmp_path):
     """The temporary name was predictable (`.FILE.<pid>.tmp`) and opened without O_EXCL: a link
     planted there sent the dump into another file."""
