@@ -542,3 +542,31 @@ def test_repair_of_a_checkpoint_emptied_by_a_race_reports_the_loss(home):
     findings = MemoryService(home).doctor(repair=True)
     assert any(f["lost"] is None and "how many is unknown" in f["repair"] for f in findings), findings
     assert semantic_keys(MemoryService(home)) == {"new"}
+
+
+@pytest.mark.files_only
+def test_a_process_waiting_for_a_lock_says_so(tmp_path, monkeypatch):
+    """Found by an outside audit: with a `mem gc` stopped (SIGSTOP) while holding a lock, every
+    other command that needed it waited in silence, forever."""
+    import fcntl
+    import logging
+    import threading
+
+    from a2e_mem.backends.files import locking
+
+    monkeypatch.setattr(locking, "WAIT_NOTICE", 0.2)
+    path = tmp_path / "lock"
+    holder = os.open(path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # as another process would (flock locks are per open file)
+    threading.Timer(1.0, lambda: fcntl.flock(holder, fcntl.LOCK_UN)).start()
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("mem.lock").addHandler(handler)
+    try:
+        with locking.FileLock(path):
+            pass
+    finally:
+        logging.getLogger("mem.lock").removeHandler(handler)
+        os.close(holder)
+    assert any("waiting for" in text and str(path) in text for text in said), said

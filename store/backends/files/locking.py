@@ -13,7 +13,10 @@ import os
 import threading
 from pathlib import Path
 
+from ...log import logger
 from ...paths import FILE_MODE
+
+WAIT_NOTICE = 5.0  # seconds a process waits for a lock before it says so on stderr
 
 
 class FileLock:
@@ -46,12 +49,35 @@ class FileLock:
     def _lock_file(self, blocking: bool) -> bool:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not blocking:
+                os.close(fd)
+                return False
+            self._wait_for(fd)
+        except BaseException:
             os.close(fd)
-            return False
+            raise
         self._fd = fd
         return True
+
+    def _wait_for(self, fd: int) -> None:
+        """Block until the holder lets go, saying so once the wait passes WAIT_NOTICE seconds:
+        a holder that is stopped (SIGSTOP, a debugger) or a long maintenance command would
+        otherwise leave this process silent for as long as it lasts."""
+        notice = threading.Timer(WAIT_NOTICE, self._say_waiting)
+        notice.daemon = True
+        notice.start()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        finally:
+            notice.cancel()
+
+    def _say_waiting(self) -> None:
+        logger("lock").warning(
+            "waiting for %s: another mem process holds it (a maintenance command, or a process that is stopped)",
+            self.path,
+        )
 
     def held(self) -> bool:
         """Whether this process holds the lock (in any thread)."""
