@@ -415,10 +415,13 @@ class Database:
         return text
 
     def _scrub_record(self, record: logging.LogRecord) -> bool:
-        """A log record of the driver, scrubbed as our messages are (a logging filter)."""
+        """A log record of the driver, scrubbed as our messages are (a logging filter). The
+        driver's note that an aborted pipeline was closed is dropped: the error that aborted it
+        is the one reported, on its one line."""
         with contextlib.suppress(Exception):  # a record whose arguments do not format is left as it is
             record.msg, record.args = self.scrub(record.getMessage()), None
-        return True
+        text = str(record.msg)
+        return not ("error ignored terminating" in text and "Pipeline" in text)
 
 
 def check_idle_connection(conn: Any) -> None:
