@@ -227,3 +227,34 @@ def test_store_json_deleted_before_any_checkpoint_is_restored_from_the_journals(
     assert found["key"] == {"k": 1} and found["explain"]["vector"] > 0.5
     assert orjson.loads((home / "store.json").read_bytes())["embedder"] == made_by
     assert MemoryService(home).doctor() == []
+
+
+def test_doctor_says_when_a_shards_checkpoints_keep_failing_and_repair_runs_one(home, monkeypatch):
+    """Found by an outside audit: a store whose checkpoints all failed (a home whose name Annoy
+    could not take) was 'healthy' to `mem doctor`, while its journal grew and a forgotten
+    record stayed on disk."""
+    from a2e_mem.backends.files import checkpoint
+
+    svc = MemoryService(home)
+    scope = fill(svc)
+    real = checkpoint._write_range
+
+    def failing(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "_write_range", failing)
+    with pytest.raises(OSError):
+        svc.checkpoint(force=True)
+    assert MemoryService(home).doctor() == []  # one failure is retried by the next checkpoint
+    with pytest.raises(OSError):
+        svc.checkpoint(force=True)
+    (finding,) = MemoryService(home).doctor()
+    assert "last 2 checkpoints failed" in finding["problem"] and finding["where"].endswith("checkpoint.state")
+    assert not finding["fixed"]
+    (still,) = MemoryService(home).doctor(repair=True)
+    assert "still failing" in still["repair"] and "No space" in still["repair"] and not still["fixed"]
+    monkeypatch.setattr(checkpoint, "_write_range", real)
+    (done,) = MemoryService(home).doctor(repair=True)
+    assert done["fixed"] and done["repair"] == "checkpointed"
+    assert MemoryService(home).doctor() == []
+    assert MemoryService(home).retrieve(scope, query="python packaging")["entries"][0]["key"] == {"k": 1}

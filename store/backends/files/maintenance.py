@@ -28,6 +28,7 @@ from ...embed import DEFAULT, decode_vector, get_embedder
 from ...errors import Damaged, NotFound
 from ...paths import digest, write_atomic
 from ...schemas import SCHEMAS
+from ...timefmt import iso
 from . import checkpoint
 from .engine import FORMAT, NAMESPACE, SYSTEM, Engine, namespace_name, shard_descriptor
 from .integrity import (
@@ -344,7 +345,40 @@ def _check_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict,
         if not held:  # deleted meanwhile
             return []
         problems = _shard_problems(engine, folder, descriptor)
-    return _report_shard(engine, namespace, folder, descriptor, problems, repair)
+        failing = _failed_checkpoints(folder)
+    findings = _report_shard(engine, namespace, folder, descriptor, problems, repair)
+    return findings + _report_failing(engine, folder, failing, repair) if failing else findings
+
+
+def _failed_checkpoints(folder: Path) -> str | None:
+    """What `checkpoint.state` says when the shard's last FAILING checkpoints or more failed (a
+    full disk, a folder name Annoy cannot take; one failure, or a builder killed, is retried by
+    the next and not reported): nothing is damaged, but the journal grows and deleted
+    records stay on disk until one succeeds. Read under the builder lock, so no build under
+    way is counted (a build records a failure until it succeeds)."""
+    try:
+        state = orjson.loads((folder / checkpoint.STATE).read_bytes())
+        count, when = int(state["failures"]), float(state["at"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+    if count < FAILING:
+        return None
+    return (
+        f"its last {count} checkpoint{'s' if count > 1 else ''} failed (the last at {iso(when)}): "
+        "its journal grows and deleted records stay on disk until one succeeds"
+    )
+
+
+def _report_failing(engine: Engine, folder: Path, problem: str, repair: bool) -> list[Finding]:
+    """The finding for failing checkpoints; with `repair`, one run now (and why it fails, if it does)."""
+    where = folder / checkpoint.STATE
+    if not repair:
+        return [_finding(engine, where, problem, "mem doctor --repair (runs one now and says why it fails)")]
+    try:
+        engine.checkpoint_folder(folder, force=True, wait=True)
+    except (OSError, Damaged) as exc:
+        return [_finding(engine, where, problem, f"tried again, still failing: {exc}")]
+    return [_finding(engine, where, problem, "checkpointed", fixed=True)]
 
 
 def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tuple[Path, str]]:
@@ -381,6 +415,7 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
     return problems
 
 
+FAILING = 2  # checkpoints of a shard that failed in a row before `mem doctor` reports it
 LOST_JOURNAL = "missing: the writes acknowledged after the checkpoint are lost (how many is unknown)"
 
 
