@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from a2e_mem.backends.files import search
+from a2e_mem.backends.files import index, search
 from a2e_mem.service import MemoryService
 
 from .conftest import entry
@@ -243,3 +243,31 @@ def test_a_query_while_the_interpreter_exits_is_answered(home, tmp_path):
     done = subprocess.run([sys.executable, str(script), str(home)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["first 3", "at exit 3"], done.stdout + done.stderr
+
+
+def test_a_home_whose_name_is_not_utf8_checkpoints_and_searches_its_index(tmp_path, monkeypatch):
+    """Found by an outside audit: Annoy takes its file name as UTF-8 text, so in a home whose
+    name holds other bytes every checkpoint failed (UnicodeEncodeError) and nothing was ever
+    indexed or purged."""
+    import os
+    from pathlib import Path
+
+    home = Path(os.fsdecode(bytes(tmp_path) + b"/odd\xffname"))
+    monkeypatch.setenv("MEM_HOME", str(home))
+    svc = MemoryService(home)
+    scope = svc.scope("ns", "a")
+    svc.store(scope, [{"key": {"i": i}, "content": f"note number {i} about topic {i % 7}", "tier": "semantic"}
+                      for i in range(400)])  # fmt: skip
+    assert svc.checkpoint(force=True) >= 1
+    assert list(home.rglob("index.ann"))
+    (saved,) = home.rglob("index.ann")
+    dim = svc.backend.dim  # the tests' embedder
+    loaded = index.Index(saved.parent, dim)
+    vector = np.zeros(dim, dtype=np.float32)
+    vector[0] = 1.0
+    assert len(loaded.nearest(vector, 5)) == 5
+    loaded.close()
+    fresh = MemoryService(home)
+    assert fresh.retrieve(scope, query="note number 17")["entries"][0]["key"] == {"i": 17}
+    fresh.close()
+    svc.close()

@@ -6,8 +6,11 @@ written since are searched exactly (see `search.py`). This is the only module th
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -43,8 +46,27 @@ def build(folder: Path, vectors: np.ndarray, seed: int = 42) -> None:
     for i, vec in enumerate(vectors):
         index.add_item(i, vec)
     index.build(trees_for(len(vectors)), n_jobs=-1)
-    index.save(str(folder / FILE))
+    with annoy_path(folder / FILE) as path:
+        index.save(path)
     index.unload()
+
+
+@contextlib.contextmanager
+def annoy_path(path: Path) -> Iterator[str]:
+    """`path` as Annoy can take it: Annoy wants UTF-8 text, and a home whose name holds other
+    bytes (Linux allows any) would make every checkpoint fail. Such a path is given through an
+    open descriptor of its folder (`/proc/self/fd/N/name`), closed once Annoy is done."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            yield f"/proc/self/fd/{fd}/{path.name}"
+        finally:
+            os.close(fd)
+        return
+    yield text
 
 
 class Index:
@@ -56,7 +78,8 @@ class Index:
         self._index = AnnoyIndex(dim, METRIC)
         path = folder / FILE
         try:
-            self._index.load(str(path), prefault=False)
+            with annoy_path(path) as given:
+                self._index.load(given, prefault=False)
         except OSError as exc:  # Annoy says "Unable to open": a checkpoint removed the file meanwhile
             if not path.exists():
                 raise FileNotFoundError(errno.ENOENT, "removed by a checkpoint", str(path)) from exc
