@@ -128,8 +128,16 @@ def reindex(
     fmt: Format = None,
 ) -> None:
     """Re-embed every entry and rebuild the indexes (needed after changing the embedder)."""
-    with progress("reindexing shards") as update:
-        result = state.service.reindex(embedder, update)
+    try:
+        with progress("reindexing shards") as update:
+            result = state.service.reindex(embedder, update)
+    except (KeyboardInterrupt, SystemExit) as exc:  # Ctrl-C, SIGTERM, SIGHUP: say what is left, then exit
+        if not isinstance(exc, SystemExit) or exc.code not in (0, None):
+            note(
+                "reindex did not finish: shards not rebuilt yet keep vectors of the old embedder (searched by "
+                "words only); run the same `mem reindex` again, or `mem doctor --repair`"
+            )
+        raise
     emit_one(result, fmt)
 
 

@@ -258,3 +258,18 @@ def test_doctor_says_when_a_shards_checkpoints_keep_failing_and_repair_runs_one(
     assert done["fixed"] and done["repair"] == "checkpointed"
     assert MemoryService(home).doctor() == []
     assert MemoryService(home).retrieve(scope, query="python packaging")["entries"][0]["key"] == {"k": 1}
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt(), SystemExit(143)])
+def test_an_interrupted_reindex_says_what_it_left(home, monkeypatch, interruption):
+    """Found by an outside audit: Ctrl-C or SIGTERM during `mem reindex` exited in silence,
+    store.json naming the new embedder while shards kept vectors of the old one."""
+
+    def interrupted(*args, **kwargs):
+        raise interruption
+
+    fill(MemoryService(home))
+    monkeypatch.setattr(MemoryService, "reindex", interrupted)
+    result = runner.invoke(app, ["reindex", "--embedder", "hash:32"])
+    assert result.exit_code != 0
+    assert "reindex did not finish" in result.stderr and "mem reindex" in result.stderr
