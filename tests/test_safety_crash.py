@@ -398,3 +398,34 @@ def test_a_delete_that_cannot_ask_for_its_purge_is_refused_and_deletes_nothing(h
     assert MemoryService(home).retrieve(scope, keys=[{"k": "secret"}])["total"] == 1  # nothing was deleted
     assert svc.forget(scope, keys=[{"k": "secret"}]) == 1
     assert not stored_anywhere(home, "SECRETWORD42")
+
+
+@pytest.mark.files_only
+def test_a_store_on_a_read_only_file_system_can_be_read_and_says_why_it_cannot_be_written(home, monkeypatch):
+    """Found by an outside audit: on a read-only mount (a backup on read-only media) every read
+    failed, `Read-only file system (wal-...)`: journals and lock files were opened for writing."""
+    svc = MemoryService(home)
+    scope = svc.scope("ro", "a")
+    svc.store(scope, [{"key": {"i": i}, "content": f"kept {i}", "tier": "semantic"} for i in range(5)])
+    svc.checkpoint(force=True)
+    svc.store(scope, [{"key": {"i": 5}, "content": "in the journal", "tier": "semantic"}])
+    svc.memory_set("k", "v")
+    svc.close()
+    real_open = os.open
+    writing = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+    def read_only(path, flags, *args, **kwargs):
+        if flags & writing and str(path).startswith(str(home)):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    ro = MemoryService(home)
+    assert ro.retrieve(scope, query="in the journal", tier="semantic")["entries"][0]["key"] == {"i": 5}
+    assert ro.retrieve(scope, tier="semantic")["total"] == 6
+    assert ro.memory_get("k") is not None
+    assert sum(1 for _ in ro.export()) == 7
+    assert ro.doctor() == []
+    with pytest.raises(OSError) as refused:
+        ro.store(scope, [{"key": {"i": 6}, "content": "refused", "tier": "semantic"}])
+    assert refused.value.errno == errno.EROFS

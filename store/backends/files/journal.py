@@ -45,6 +45,7 @@ class Journal:
         self.offset = 0  # how far this process has read
         self._written = 0  # where this process's last append ended
         self._fd: int | None = None
+        self._refused: OSError | None = None  # why the file could be opened for reading only
         self._lines = 0  # complete lines read so far (for naming a bad one)
         self._order = LineOrder()  # the numbers ("line") of the lines read so far
         self._next_written = 1  # the number of a line appended right after this process's last one
@@ -71,7 +72,13 @@ class Journal:
 
     def _open(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR)
+            try:
+                self._fd = os.open(self.path, os.O_RDWR)
+            except OSError as exc:  # a read-only store (media, a mount, permissions): it can still be read
+                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise
+                self._fd = os.open(self.path, os.O_RDONLY)
+                self._refused = exc  # what an append says
         return self._fd
 
     def read_new(self) -> Iterator[Op]:
@@ -111,6 +118,8 @@ class Journal:
         """Durably append one operation. The caller holds the lock and has read to the end; the
         line is not applied here: the next `read_new` returns it like any other."""
         fd = self._open()
+        if self._refused is not None:
+            raise OSError(self._refused.errno, self._refused.strerror, str(self.path))
         end = max(self.offset, self._written)
         if os.fstat(fd).st_size != end:
             self._cut_torn_tail(fd, end)

@@ -8,6 +8,7 @@ killed with SIGKILL never leaves the store locked.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -27,6 +28,7 @@ class FileLock:
         self._fd: int | None = None
         self._depth = 0
         self._mutex = threading.RLock()
+        self._unneeded = False  # held without a file: the store's file system is read-only
 
     def acquire(self, blocking: bool = True) -> bool:
         """Take the lock; with `blocking=False`, return False instead of waiting."""
@@ -40,14 +42,26 @@ class FileLock:
 
     def release(self) -> None:
         self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._depth == 0:
+            self._unneeded = False
+            if self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                os.close(self._fd)
+                self._fd = None
         self._mutex.release()
 
     def _lock_file(self, blocking: bool) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        except OSError as exc:  # a read-only store: an existing lock file locks as well read-only
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            if not self.path.exists():
+                if exc.errno != errno.EROFS:
+                    raise
+                self._unneeded = True  # a read-only file system: no process can write, so none can need it
+                return True
+            fd = os.open(self.path, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -87,7 +101,7 @@ class FileLock:
         """Whether the file this process holds locked is still the one at `path` (a lock file
         deleted with its folder, then made anew by another process, locks nothing any more)."""
         if self._fd is None:
-            return False
+            return self._unneeded and self._depth > 0
         try:
             return os.stat(self.path).st_ino == os.fstat(self._fd).st_ino
         except FileNotFoundError:
