@@ -27,12 +27,19 @@ class IntegerTooLarge(orjson.JSONDecodeError):
 
 
 def loads(text: bytes | bytearray | str) -> Any:
-    value = orjson.loads(text)
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        if "infinity" not in str(exc):
+            raise
+        # a number past a double's range (hundreds of digits, 1e400): valid JSON that no reader
+        # keeps, refused as one (the CLI must not store the text as a string)
+        raise IntegerTooLarge(f"a number too large to keep: {exc}", exc.doc, exc.pos) from None
     digits = _DIGITS_STR if isinstance(text, str) else _DIGITS_BYTES
     if digits.search(text):  # type: ignore[arg-type]
-        outside = _first_outside(json.loads(text))
+        shown = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
+        outside = _first_outside(json.loads(text))  # (past 309 digits orjson refused it above)
         if outside is not None:
-            shown = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
             raise IntegerTooLarge(
                 f"the integer {outside} does not fit in 64 bits (write it as a string)", shown, shown.find(str(outside))
             )

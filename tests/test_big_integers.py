@@ -18,6 +18,19 @@ def test_an_integer_outside_64_bits_is_refused_as_bad_json(number):
         jsontext.loads(f'{{"key": {{"id": [1, {number}]}}}}')
 
 
+def test_an_integer_of_thousands_of_digits_is_refused_too():
+    """Found by an outside audit: orjson refuses a number past a double's range as bad JSON, and
+    `mem store` (JSON if it parses, else text) kept the whole value as a string, exit 0."""
+    for text in ('{"n": ' + "7" * 5000 + "}", '{"n": ' + "7" * 400 + "}", '{"n": 1e400}'):
+        with pytest.raises(jsontext.IntegerTooLarge, match="too large to keep"):
+            jsontext.loads(text)
+
+
+def test_the_cli_refuses_an_integer_of_thousands_of_digits(home):
+    out = mem(home, "store", '{"n": ' + "7" * 5000 + "}")
+    assert out.returncode == 4 and b"too large to keep" in out.stderr
+
+
 @pytest.mark.parametrize("number", [2**64 - 1, -(2**63), 10**18])
 def test_the_64_bit_limits_and_long_digit_strings_are_read_exactly(number):
     assert jsontext.loads(f'{{"n": {number}, "s": "{"9" * 40}"}}'.encode()) == {"n": number, "s": "9" * 40}
