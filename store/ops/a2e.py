@@ -255,8 +255,9 @@ class A2E:
         """The entries whose record id the backend can keep in their tier's scope, and (index,
         reason) for each other one (a key too long for PostgreSQL's indexes)."""
         kept, problems = [], []
+        shards = {tier: self._shard(session, tier) for tier in {entry.tier for _, entry, _ in valid}}
         for i, entry, rid in valid:
-            problem = self._shard(session, entry.tier).id_problem(rid)
+            problem = shards[entry.tier].id_problem(rid)
             if problem is None:
                 kept.append((i, entry, rid))
             else:
