@@ -273,3 +273,15 @@ def test_an_interrupted_reindex_says_what_it_left(home, monkeypatch, interruptio
     result = runner.invoke(app, ["reindex", "--embedder", "hash:32"])
     assert result.exit_code != 0
     assert "reindex did not finish" in result.stderr and "mem reindex" in result.stderr
+
+
+def test_gc_reports_the_same_fields_on_both_backends(service):
+    """Found by an outside audit comparing the backends: `mem gc` printed four counts on files and
+    one on PostgreSQL."""
+    s = service.init("ns", "a")
+    service.store(s, [entry(1, "kept", "semantic"), entry(2, "brief", "semantic", ttl=5)])
+    clock.set_offset(10)
+    report = service.gc()
+    assert set(report) == {"shards", "checkpointed_shards", "merges", "waited_for_running"}
+    assert report["shards"] >= 1 and report["checkpointed_shards"] >= 1
+    assert all(isinstance(v, int) for v in report.values())

@@ -110,6 +110,7 @@ class PostgresBackend(Backend):
         self._builder: threading.Thread | None = None
         self._build_checked = -math.inf  # when a server last looked whether a build is due
         self._wrote = False  # whether this process wrote vectors (a one-shot command's close looks)
+        self.waited_builds = 0  # index builds of other processes `build_index(wait=True)` waited for
         self.rows_written = 0  # rows this process wrote (a bulk import analyses the table when it ends)
         self._meta_lock = threading.Lock()
         self._locked = threading.local()  # namespaces whose advisory lock this thread's transaction holds
@@ -280,9 +281,12 @@ class PostgresBackend(Backend):
     def _build_index(self, force: bool, wait: bool) -> bool:
         self.ensure_vector_column()
         with self.db.connection() as conn:
+            waited = False
             while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
                 if not wait:
                     return False  # another process builds it
+                self.waited_builds += not waited
+                waited = True
                 # polled, not `pg_advisory_lock`: a statement waiting holds a snapshot, which the
                 # other process's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock)
                 time.sleep(BUILD_POLL)
@@ -504,6 +508,20 @@ class PostgresBackend(Backend):
         from . import maintenance
 
         return maintenance.checkpoint(self, clock.now())
+
+    def collect(self, force: bool = True, progress: Progress | None = None) -> dict[str, Any]:
+        """`mem gc`'s report in the files backend's shape: `shards` counts the scopes,
+        `checkpointed_shards` those the purge of expired rows touched (plus one for an index
+        build), `merges` is 0 (no segments here), `waited_for_running` the index builds of other
+        processes waited for."""
+        waited = self.waited_builds
+        touched = self.checkpoint(force)
+        with self.db.connection() as conn:
+            scopes = conn.execute("SELECT count(*) FROM mem_scopes").fetchone()[0]
+        return {
+            "shards": int(scopes), "checkpointed_shards": touched, "merges": 0,
+            "waited_for_running": self.waited_builds - waited,
+        }  # fmt: skip
 
     def retrying(self, work: Any) -> Any:
         """Run `work(conn)` in a transaction of its own, again after a serialization failure or a
