@@ -129,7 +129,7 @@ def reindex(
 ) -> None:
     """Re-embed every entry and rebuild the indexes (needed after changing the embedder)."""
     try:
-        with progress("reindexing shards") as update:
+        with _terminated_exits(), progress("reindexing shards") as update:
             result = state.service.reindex(embedder, update)
     except (KeyboardInterrupt, SystemExit) as exc:  # Ctrl-C, SIGTERM, SIGHUP: say what is left, then exit
         if not isinstance(exc, SystemExit) or exc.code not in (0, None):

@@ -142,6 +142,34 @@ def _key_list(keys: Key | Sequence[Key]) -> list[Key]:
     return _items(keys, "keys")
 
 
+def _flag(value: Any, name: str) -> bool:
+    """A yes-or-no argument, which must be a bool: `everything="false"` is a truthy string, and
+    taken as given it would empty a tier."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be True or False, not {type(value).__name__}")
+    return value
+
+
+def _text(value: Any, name: str, optional: bool = False) -> Any:
+    """A text argument (or None where `optional`)."""
+    if (value is None and optional) or isinstance(value, str):
+        return value
+    raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
+
+
+def _path(value: Any, name: str = "path") -> Path:
+    if not isinstance(value, (str, Path)):
+        raise InvalidInput(f"{name} must be a path (str or Path), not {type(value).__name__}")
+    return Path(value)
+
+
+def _count(value: Any, name: str, optional: bool = True) -> Any:
+    """A whole number argument (limit, offset; None where `optional`)."""
+    if (value is None and optional) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise InvalidInput(f"{name} must be a whole number, not {type(value).__name__}")
+
+
 def _items(given: Any, what: str = "tags") -> list[Any]:
     """One item or several: a lone string or dict is one item (never its characters or keys),
     None is none; `InvalidInput` for anything else that is not a collection (a number)."""
@@ -279,11 +307,13 @@ class _Tiers:
         `since` / `until` keep the entries whose own time is in [since, until) (an ISO-8601 date
         or time, or a date phrase such as "last week", as `mem retrieve --since`). No `query`
         (None or ""): every entry that passes the filters, with relevance 1.0."""
+        text = _text(query, "query", optional=True) or ""
         return cast(
             Retrieved,
             self.service.retrieve(
-                self._scope(), keys=_key_list(keys), query=query or "", tags=_items(tags), tier=tier, limit=limit,
-                min_score=min_score, explain=explain, since=since, until=until,
+                self._scope(), keys=_key_list(keys), query=text, tags=_items(tags), tier=tier,
+                limit=_count(limit, "limit", optional=False), min_score=min_score,
+                explain=_flag(explain, "explain"), since=since, until=until,
             ),
         )  # fmt: skip
 
@@ -298,6 +328,7 @@ class _Tiers:
         """Delete the entries of `tier` with these keys and/or tags; returns how many. Emptying the
         whole tier takes `everything=True` (never implied: without keys or tags, `InvalidInput`)."""
         scope, keys = self._scope(), _key_list(keys or ())  # None: no keys (with everything=True)
+        everything = _flag(everything, "everything")
         return self.service.forget(scope, keys=keys, tags=_items(tags), tier=tier, everything=everything)
 
 
@@ -398,7 +429,8 @@ class Memory(_Tiers):
         block closes it and deletes its working tier."""
         if memory_id is not None:
             return Session(self.service, self.service.session(memory_id), self._guard)
-        return Session(self.service, self.service.init(self.namespace, self.agent, persist), self._guard)
+        persisted = self.service.init(self.namespace, self.agent, _flag(persist, "persist"))
+        return Session(self.service, persisted, self._guard)
 
     def sessions(self) -> Records:
         """The persisted sessions (`mem session list`): memory_id, namespace, agent, created_at."""
@@ -423,7 +455,7 @@ class Memory(_Tiers):
 
     def delete_namespace(self, namespace: str) -> Record:
         """Delete a namespace and everything in it. No confirmation is asked."""
-        return self.service.delete_namespace(namespace)
+        return self.service.delete_namespace(_text(namespace, "namespace"))
 
     def export(self, namespace: str | None = None) -> Iterator[bytes]:
         """The store (or one namespace) as sorted NDJSON lines, without line ends (`mem export`):
@@ -438,6 +470,7 @@ class Memory(_Tiers):
         from .paths import private_output
 
         count = 0
+        path = _path(path)
         try:
             with private_output(path, keep_on=(Damaged,)) as out:  # a failed export keeps the old file
                 for line in self.export(namespace):
@@ -452,11 +485,11 @@ class Memory(_Tiers):
     def import_records(self, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:
         """Upsert the lines of an export; counts what is new, changed and unchanged (`dry_run`:
         only counts)."""
-        return self.service.import_records(lines, dry_run)
+        return self.service.import_records(lines, _flag(dry_run, "dry_run"))
 
     def import_from(self, path: str | Path, dry_run: bool = False) -> dict[str, int]:
         """`import_records` of an export file (`mem import FILE`)."""
-        return self.import_records(_read_file(path).splitlines(), dry_run)
+        return self.import_records(_read_file(_path(path)).splitlines(), dry_run)
 
     def gc(self) -> int:
         """Checkpoint every scope now and purge deleted and expired records (`mem gc`); returns
@@ -465,11 +498,11 @@ class Memory(_Tiers):
 
     def doctor(self, repair: bool = False) -> Records:
         """What is damaged in the store (nothing when healthy); `repair` salvages what it can."""
-        return self.service.doctor(repair)
+        return self.service.doctor(_flag(repair, "repair"))
 
     def reindex(self, embedder: str | None = None, progress: Progress | None = None) -> Record:
         """Re-embed everything with `embedder` (default: the configured one), rebuild the indexes."""
-        return self.service.reindex(embedder, progress)
+        return self.service.reindex(_text(embedder, "embedder", optional=True), progress)
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -609,6 +642,7 @@ class KeyValues(_Group):
 
     def list(self, limit: int | None = None, offset: int = 0) -> Records:
         """The records, newest first (`mem keys`), 100 at a time unless `limit` says (<= 1000)."""
+        limit, offset = _count(limit, "limit"), _count(offset, "offset", optional=False)
         return self._service.memory_list_keys(namespace=self._ns, limit=limit, offset=offset)
 
 
@@ -652,6 +686,7 @@ class Documents(_Group):
     def list(self, filters: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> Records:
         """The records, newest first; `filters` match fields of the object, then of its metadata
         (`{"status": "done"}`, `{"priority": {"$gte": 2}}`: see the README's Filters)."""
+        limit, offset = _count(limit, "limit"), _count(offset, "offset", optional=False)
         return cast(Records, self._tool("list")(filters, limit, offset, namespace=self._ns))
 
 
@@ -710,7 +745,9 @@ class Episodes(_Group):
         offset: int = 0,
     ) -> Records:  # fmt: skip
         """The logs with their event counts, newest first (archived ones only if asked)."""
-        return self._service.episodic_memory_list(filters, include_archived, limit, offset, namespace=self._ns)
+        limit, offset = _count(limit, "limit"), _count(offset, "offset", optional=False)
+        archived = _flag(include_archived, "include_archived")
+        return self._service.episodic_memory_list(filters, archived, limit, offset, namespace=self._ns)
 
     def get(self, memory_id: str) -> Record:
         return self._service.episodic_memory_get(memory_id, namespace=self._ns)
@@ -807,7 +844,7 @@ class Persistent(_Group):
         """A new configuration (its ID generated unless given); `InvalidInput` names bad fields."""
         return self._service.persistent_memory_create(
             label=label, retrieval=retrieval, contribution=contribution, id=id, description=description,
-            inputs_scope=_items(inputs_scope) if inputs_scope is not None else None,
+            inputs_scope=_items(inputs_scope, "inputs_scope") if inputs_scope is not None else None,
             additional_variables=additional_variables, status=status, namespace=self._ns,
         )  # fmt: skip
 
@@ -818,7 +855,9 @@ class Persistent(_Group):
         self, input_scope: str | None = None, active_only: bool = False, limit: int | None = None, offset: int = 0
     ) -> Records:
         """The configurations, newest first, optionally only those of an input scope or active."""
-        return self._service.persistent_memory_list(input_scope, active_only, limit, offset, namespace=self._ns)
+        limit, offset = _count(limit, "limit"), _count(offset, "offset", optional=False)
+        active = _flag(active_only, "active_only")
+        return self._service.persistent_memory_list(input_scope, active, limit, offset, namespace=self._ns)
 
     def update(self, memory_id: str, **changes: Any) -> Record:
         """Change the given fields (label, description, inputs_scope, additional_variables,
@@ -842,9 +881,8 @@ class Persistent(_Group):
     ) -> Record:
         """Run the retrieval: `items` found and the rendered `contribution` (`Conflict` if the
         configuration is disabled)."""
-        return self._service.persistent_memory_retrieve(
-            memory_id, _items(keywords) if keywords is not None else None, action, context, query, namespace=self._ns
-        )
+        words = _items(keywords, "keywords") if keywords is not None else None
+        return self._service.persistent_memory_retrieve(memory_id, words, action, context, query, namespace=self._ns)
 
 
 @_serialise_public_methods
@@ -874,26 +912,26 @@ class Graph(_Group):
     def create_entities(self, entities: Sequence[dict[str, Any]]) -> Records:
         """Create entities ({name, entityType, observations}); names that exist are left alone.
         Returns those created."""
-        return self._service.kg_create_entities(_items(entities), namespace=self._ns)
+        return self._service.kg_create_entities(_items(entities, "entities"), namespace=self._ns)
 
     def create_relations(self, relations: Sequence[dict[str, Any]]) -> Records:
         """Create relations ({from, to, relationType}) between existing entities."""
-        return self._service.kg_create_relations(_items(relations), namespace=self._ns)
+        return self._service.kg_create_relations(_items(relations, "relations"), namespace=self._ns)
 
     def add_observations(self, observations: Sequence[dict[str, Any]]) -> Records:
         """Add observations ({entityName, contents}) to existing entities."""
-        return self._service.kg_add_observations(_items(observations), namespace=self._ns)
+        return self._service.kg_add_observations(_items(observations, "observations"), namespace=self._ns)
 
     def delete_entities(self, names: Sequence[str]) -> dict[str, int]:
         """Delete entities and every relation touching them."""
-        return self._service.kg_delete_entities(_items(names), namespace=self._ns)
+        return self._service.kg_delete_entities(_items(names, "names"), namespace=self._ns)
 
     def delete_observations(self, deletions: Sequence[dict[str, Any]]) -> Records:
         """Remove observations ({entityName, observations}) from entities."""
-        return self._service.kg_delete_observations(_items(deletions), namespace=self._ns)
+        return self._service.kg_delete_observations(_items(deletions, "deletions"), namespace=self._ns)
 
     def delete_relations(self, relations: Sequence[dict[str, Any]]) -> dict[str, int]:
-        return self._service.kg_delete_relations(_items(relations), namespace=self._ns)
+        return self._service.kg_delete_relations(_items(relations, "relations"), namespace=self._ns)
 
     def read(self, limit: int | None = None, offset: int = 0) -> Record:
         """A page of entities (by name) and the relations among them: {entities, relations}."""
@@ -901,7 +939,7 @@ class Graph(_Group):
 
     def open(self, names: Sequence[str]) -> Record:
         """The named entities and the relations among them."""
-        return self._service.kg_open_nodes(_items(names), namespace=self._ns)
+        return self._service.kg_open_nodes(_items(names, "names"), namespace=self._ns)
 
     def search(self, query: str, limit: int = SEARCH_LIMIT) -> Record:
         """Entities matching `query` (names, types, observations; by words and meaning) and the

@@ -34,7 +34,7 @@ def loads(text: bytes | bytearray | str) -> Any:
             raise
         # a number past a double's range (hundreds of digits, 1e400): valid JSON that no reader
         # keeps, refused as one (the CLI must not store the text as a string)
-        raise IntegerTooLarge(f"a number too large to keep: {exc}", exc.doc, exc.pos) from None
+        raise IntegerTooLarge(f"a number too large to keep: {exc.msg}", exc.doc, exc.pos) from None
     digits = _DIGITS_STR if isinstance(text, str) else _DIGITS_BYTES
     if digits.search(text):  # type: ignore[arg-type]
         shown = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")

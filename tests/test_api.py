@@ -535,3 +535,30 @@ def test_an_export_to_a_path_that_cannot_be_reached_raises_the_stores_errors(mem
     with pytest.raises(InvalidInput, match="is a folder"):
         memory.export_to(tmp_path)
     assert memory.export_to(tmp_path / "export.ndjson") >= 1
+
+
+def test_a_yes_or_no_argument_must_be_a_bool_and_others_their_type(memory):
+    """Found by an outside re-audit: `forget(everything="false")` emptied the tier (a truthy
+    string), and retrieve(5), kv.list("x"), delete_namespace(5), reindex(5), export_to(5) raised
+    Python's own errors."""
+    memory.store("a", key="a", tier="semantic")
+    for wrong in ("false", "yes", 1, None):
+        with pytest.raises(InvalidInput, match="everything must be True or False"):
+            memory.forget([], tier="semantic", everything=wrong)
+    assert memory.retrieve(tier="semantic")["total"] == 1
+    with pytest.raises(InvalidInput, match="persist must be True or False"):
+        memory.session(persist="x")
+    for call, message in [
+        (lambda: memory.retrieve(5), "query must be a string"),
+        (lambda: memory.retrieve(["a"]), "query must be a string"),
+        (lambda: memory.retrieve("a", limit="3"), "limit must be a whole number"),
+        (lambda: memory.kv.list("x"), "limit must be a whole number"),
+        (lambda: memory.delete_namespace(5), "namespace must be a string"),
+        (lambda: memory.reindex(5), "embedder must be a string"),
+        (lambda: memory.export_to(5), "path must be a path"),
+        (lambda: memory.import_from(5), "path must be a path"),
+        (lambda: memory.graph.create_entities(5), "entities must be"),
+        (lambda: memory.doctor(repair="no"), "repair must be True or False"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            call()

@@ -260,17 +260,31 @@ def test_doctor_says_when_a_shards_checkpoints_keep_failing_and_repair_runs_one(
     assert MemoryService(home).retrieve(scope, query="python packaging")["entries"][0]["key"] == {"k": 1}
 
 
-@pytest.mark.parametrize("interruption", [KeyboardInterrupt(), SystemExit(143)])
+@pytest.mark.parametrize("interruption", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_an_interrupted_reindex_says_what_it_left(home, monkeypatch, interruption):
-    """Found by an outside audit: Ctrl-C or SIGTERM during `mem reindex` exited in silence,
-    store.json naming the new embedder while shards kept vectors of the old one."""
+    """Found by an outside audit: Ctrl-C, SIGTERM or SIGHUP during `mem reindex` exited in
+    silence, store.json naming the new embedder while shards kept vectors of the old one (and
+    after a first fix, SIGTERM and SIGHUP still ended the process on the spot)."""
+    import signal
+    import time
 
     def interrupted(*args, **kwargs):
-        raise interruption
+        os.kill(os.getpid(), getattr(signal, interruption))
+        time.sleep(5)  # the signal's handler raises first
+
+    def not_handled(signum, frame):  # what the signal would do if mem took no care of it: end it
+        raise AssertionError(f"{interruption} was not handled by mem reindex")
 
     fill(MemoryService(home))
     monkeypatch.setattr(MemoryService, "reindex", interrupted)
-    result = runner.invoke(app, ["reindex", "--embedder", "hash:32"])
+    if interruption != "SIGINT":  # (Python turns SIGINT into KeyboardInterrupt itself)
+        previous = signal.signal(getattr(signal, interruption), not_handled)
+    try:
+        result = runner.invoke(app, ["reindex", "--embedder", "hash:32"])
+    finally:
+        if interruption != "SIGINT":
+            signal.signal(getattr(signal, interruption), previous)
+    assert not isinstance(result.exception, AssertionError), result.exception
     assert result.exit_code != 0
     assert "reindex did not finish" in result.stderr and "mem reindex" in result.stderr
 
