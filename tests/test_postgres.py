@@ -729,3 +729,26 @@ def test_the_time_filter_reads_at_and_falls_back_to_created_at_in_rows_older_tha
     assert ids(target.search(clock.now(), june)) == []
     assert ids(target.search(clock.now(), Filters(since=4e9))) == ["dated"]
     assert ids(target.search(clock.now(), Filters(until=4e9))) == ["plain"]
+
+
+def test_an_index_build_ended_by_a_deadlock_is_tried_again(db, monkeypatch):
+    """Found running the fleet stress test (MEM_STRESS=1): CREATE INDEX CONCURRENTLY waits for
+    every older transaction, an ANALYZE or a reindex waiting in turn on the build makes a
+    deadlock, PostgreSQL ends one side, and `mem gc` failed (exit 7) when it was the build."""
+    from a2e_mem.backends.postgres.backend import PostgresBackend
+
+    put(db, "ns", "semantic", [entry(f"e{i}", f"note {i}") for i in range(20)])
+    real = PostgresBackend._build_index
+    attempts = []
+
+    def ended_once(self, force, wait):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise StoreUnavailable("PostgreSQL store: deadlock detected", {"sqlstate": "40P01"})
+        return real(self, force, wait)
+
+    monkeypatch.setattr(PostgresBackend, "_build_index", ended_once)
+    assert db.build_index(force=True, wait=True)
+    assert len(attempts) == 2
+    (row,) = [r for r in db.stats("ns") if r["kind"] == "semantic"]
+    assert row["indexed"] == 20

@@ -91,6 +91,12 @@ ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
 PENDING = object()  # a write section's usage before its entry's read is taken (`lock`)
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
+DEADLOCK = "40P01"
+
+
+def deadlocked(exc: StoreUnavailable) -> bool:
+    """Whether PostgreSQL ended the statement to break a deadlock (SQLSTATE 40P01)."""
+    return (exc.detail or {}).get("sqlstate") == DEADLOCK
 
 
 def not_owner(exc: StoreUnavailable) -> bool:
@@ -270,13 +276,22 @@ class PostgresBackend(Backend):
         store indexed, rather than while the index is half made."""
         if self.read_only or self.db.in_transaction or self.recorded_embedder() is None or not self._owner:
             return False
-        try:
-            return self._build_index(force, wait)
-        except StoreUnavailable as exc:
-            if not not_owner(exc):
-                raise
-            self._refused_ddl()
-            return False
+        for attempt in range(DEADLOCK_RETRIES):
+            try:
+                return self._build_index(force, wait)
+            except StoreUnavailable as exc:
+                if deadlocked(exc) and attempt < DEADLOCK_RETRIES - 1:
+                    # CREATE INDEX CONCURRENTLY waits for every older transaction: one that waits in
+                    # turn for a lock the build's session holds (an ANALYZE, a reindex's embedder
+                    # lock) is a deadlock, and PostgreSQL may end the build. What it left (an
+                    # invalid index) the next attempt drops.
+                    time.sleep(0.1 * (attempt + 1))
+                    continue
+                if not not_owner(exc):
+                    raise
+                self._refused_ddl()
+                return False
+        return False
 
     def _build_index(self, force: bool, wait: bool) -> bool:
         self.ensure_vector_column()
