@@ -181,6 +181,7 @@ class Backend(ABC):
     """A store: its scopes, its write locks, its embedder, and its upkeep."""
 
     url: str  # where the store is, as shown to users (never with a password)
+    bounds_ids = False  # whether its scopes may refuse a record id (`Scope.id_problem`)
 
     def __init__(self, embedder: str | None = None) -> None:
         self.wanted_embedder = embedder or None

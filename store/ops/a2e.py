@@ -253,7 +253,10 @@ class A2E:
         self, session: Session, valid: list[tuple[int, MemoryEntry, str]]
     ) -> tuple[list[tuple[int, MemoryEntry, str]], list[tuple[int, str]]]:
         """The entries whose record id the backend can keep in their tier's scope, and (index,
-        reason) for each other one (a key too long for PostgreSQL's indexes)."""
+        reason) for each other one (a key too long for PostgreSQL's indexes). A backend that takes
+        any id is not asked: taking a scope refreshes it, which a store does once already."""
+        if not self.backend.bounds_ids:
+            return valid, []
         kept, problems = [], []
         shards = {tier: self._shard(session, tier) for tier in {entry.tier for _, entry, _ in valid}}
         for i, entry, rid in valid:

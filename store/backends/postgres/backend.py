@@ -104,6 +104,8 @@ def not_owner(exc: StoreUnavailable) -> bool:
 
 
 class PostgresBackend(Backend):
+    bounds_ids = True  # btree keys hold at most 2704 bytes (`PgScope.id_problem`)
+
     def __init__(self, url: str, embedder: str | None = None, pooled: bool = False) -> None:
         super().__init__(embedder or os.environ.get("MEM_EMBEDDER") or None)
         self.db = Database(url, pooled, self._on_connect)
