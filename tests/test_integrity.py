@@ -361,3 +361,27 @@ def test_a_deleted_journal_after_a_checkpoint_is_never_repaired_as_nothing_lost(
     assert repaired.returncode == 1, repaired.stderr
     assert None in [f["lost"] for f in outcome], outcome
     assert any(wal.name in f["repair"] and "unknown" in f["repair"] for f in outcome), outcome
+
+
+@pytest.mark.parametrize("name", ["lex_rows.npy", "checksums.npy", "offsets.npy"])
+def test_a_file_written_over_under_a_running_process_is_named_when_a_read_meets_it(home, name):
+    """Found by an outside audit: bytes flipped in place in a segment file that a running
+    `serve-stdio` had verified and mapped gave `internal error: IndexError` (lex_rows.npy), or
+    named data.json (checksums.npy, offsets.npy). A fresh process named the file already."""
+    from a2e_mem.errors import Damaged
+    from a2e_mem.service import MemoryService
+
+    svc = MemoryService(home)
+    scope = svc.scope("ns", "a")
+    svc.store(scope, [{"key": {"n": i}, "content": f"alpha w{i} note", "tier": "semantic"} for i in range(30)])
+    svc.checkpoint(force=True)
+    assert svc.retrieve(scope, query="alpha w3", tier="semantic")["entries"]
+    (path,) = home.rglob(name)
+    with open(path, "r+b") as out:  # in place: the process's mapping sees it
+        out.seek(path.stat().st_size // 2)
+        out.write(b"\x55\x55\x55\x55")
+    with pytest.raises(Damaged, match=name):
+        for i in range(30):
+            svc.retrieve(scope, query=f"alpha note w{i}", tier="semantic")
+            svc.retrieve(scope, keys=[{"n": i}], tier="semantic")
+    svc.close()

@@ -118,6 +118,24 @@ def search(
         # another process changed the embedder (`mem reindex --embedder`) between reading this
         # shard and embedding the query: only words rank it, as a shard not yet reindexed
         query_vector = np.zeros(shard.dim, dtype=np.float32)
+    try:
+        return _search(shard, live, alive, query_vector, query_text, k, exhaustive)
+    except (IndexError, ValueError) as exc:  # a mapped file written over in place since it was checked
+        found = next((d for seg in shard.segs if (d := seg.damage_found()) is not None), None)
+        if found is None:
+            raise
+        raise found from exc
+
+
+def _search(
+    shard: Shard,
+    live: list[Part],
+    alive: list[np.ndarray],
+    query_vector: np.ndarray,
+    query_text: str,
+    k: int,
+    exhaustive: bool,
+) -> list[Candidates]:
     fetch = max(MIN_FETCH, FETCH_FACTOR * k)
     asked: list[Asked | None] = []
     try:  # the index searches run while this thread scores the words and the other parts

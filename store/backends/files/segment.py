@@ -373,7 +373,19 @@ class Segment:
             raise self._damaged_record(row) from None
 
     def _damaged_record(self, row: int) -> Damaged:
-        return damaged(self.folder / DATA, f"record {row + 1}")
+        """A record that fails its checksum: data.json, unless a file that locates or seals the
+        records (offsets, checksums) was itself changed since this process checked it."""
+        return self.damage_found() or damaged(self.folder / DATA, f"record {row + 1}")
+
+    def damage_found(self) -> Damaged | None:
+        """The first file of the folder that no longer matches its manifest, checked in full now.
+        The files were checked when the segment was opened; one written over in place later (the
+        process keeps it mapped) is found only here, when a read of it went wrong."""
+        for name, entry in (self.manifest or {"files": {}})["files"].items():
+            problem = file_problem(self.folder, name, entry)
+            if problem is not None:
+                return damaged(self.folder / name, f"{problem}, found while this process had it open")
+        return None
 
     def find(self, rid: str) -> int | None:
         """The row holding record `rid`, if the checkpoint has it."""
