@@ -188,7 +188,7 @@ class MemStore(BaseStore):
                 if matches_filter(doc["value"], op.filter):
                     scored.append((score, namespace, doc))
         scored.sort(key=_ranking if op.query else _newest_first)
-        return scored[op.offset : op.offset + op.limit] if op.limit >= 0 and op.offset >= 0 else []
+        return scored[op.offset : op.offset + op.limit]
 
     def _list_namespaces(self, op: ListNamespacesOp, now: float) -> list[Namespace]:
         conditions = op.match_conditions or ()
@@ -289,6 +289,17 @@ def _check_op(op: Op) -> None:
         raise ValueError(f"a key must be text without NUL, not {op.key!r}")
     if isinstance(op, PutOp) and op.value is not None:
         _check_ttl(op.ttl)
+    if isinstance(op, (SearchOp, ListNamespacesOp)):
+        _check_page(op.limit, op.offset)
+
+
+def _check_page(limit: Any, offset: Any) -> None:
+    """A search's or a listing's `limit` and `offset`: whole numbers >= 0. A ValueError, as
+    LangGraph's PostgreSQL store fails there; its in-memory store slices, so that limit=-1 drops
+    the last item and a text limit is a TypeError deep inside."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
 
 
 def _check_ttl(ttl: Any) -> None:

@@ -589,6 +589,18 @@ def test_a_ttl_that_is_not_a_finite_positive_number_of_minutes_is_refused(memsto
     memstore.put(("t",), "k", {"v": 1}, ttl=None)  # None: no expiry, as in LangGraph
 
 
+@pytest.mark.parametrize("page", [{"limit": -1}, {"offset": -1}, {"limit": "3"}, {"limit": 2.0}, {"offset": True}])
+def test_a_negative_or_non_integer_limit_or_offset_is_refused(memstore, page):
+    for key in ("a", "b", "c"):
+        memstore.put(("t", key), key, {"v": key})
+    with pytest.raises(ValueError, match="limit|offset"):
+        memstore.search(("t",), **page)  # LangGraph's in-memory store: limit=-1 drops the last item
+    with pytest.raises(ValueError, match="limit|offset"):
+        memstore.list_namespaces(prefix=("t",), **page)
+    assert len(memstore.search(("t",), limit=0)) == 0
+    assert len(memstore.list_namespaces(prefix=("t",), offset=1)) == 2
+
+
 def test_a_value_holding_nan_is_refused(memstore):
     with pytest.raises(InvalidInput, match="finite"):
         memstore.put(("t",), "k", {"v": float("nan")})
