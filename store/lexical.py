@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from .paths import save_array, write_file
+
 K1 = 1.2
 B = 0.75
 
@@ -460,13 +462,13 @@ def write_segment_lexicon(folder: Path, texts: Sequence[str]) -> None:
     flat = [pair for plist in postings for pair in plist]
     pairs = np.array(flat, dtype=np.int64).reshape(-1, 2)
     raw = orjson.dumps(vocab)
-    (folder / "lex_vocab.json").write_bytes(raw)
+    write_file(folder / "lex_vocab.json", raw)
     if laid_out(raw, len(vocab)):  # a server's first queries, a one-shot command's every one, need not make it
         keys, places = vocabulary_table(raw)
-        np.save(folder / "lex_keys.npy", keys)
-        np.save(folder / "lex_places.npy", places)
-    np.save(folder / "lex_ptr.npy", ptr)
+        save_array(folder / "lex_keys.npy", keys)
+        save_array(folder / "lex_places.npy", places)
+    save_array(folder / "lex_ptr.npy", ptr)
     rows, tf = pairs[:, 0].astype(np.int32), pairs[:, 1].astype(np.float32)
-    np.save(folder / "lex_rows.npy", rows)
-    np.save(folder / "lex_tf.npy", tf)
-    np.save(folder / "doclen.npy", doclen)
+    save_array(folder / "lex_rows.npy", rows)
+    save_array(folder / "lex_tf.npy", tf)
+    save_array(folder / "doclen.npy", doclen)

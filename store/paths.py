@@ -13,7 +13,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import InvalidInput
 
@@ -82,6 +82,34 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Put `path` in an OSError raised without a file name: a failed write (a full disk) says
+    only "No space left on device", numpy's short write only "8192 requested and 0 written"."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        if exc.errno is None or exc.strerror is None:
+            raise OSError(f"{path}: {exc}") from exc
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """`path.write_bytes(data)`, naming the file when the write fails."""
+    with naming(path):
+        path.write_bytes(data)
+
+
+def save_array(path: Path, array: Any) -> None:
+    """`numpy.save`, naming the file when the write fails."""
+    import numpy as np  # not for every command's start: the CLI imports this module
+
+    with naming(path):
+        np.save(path, array)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import re
 import resource
 import signal
 import subprocess
@@ -308,6 +309,27 @@ def test_a_checkpoint_on_a_full_disk_fails_cleanly_and_the_store_stays_whole(hom
     assert ok.returncode == 0, ok.stderr
     assert not list(home.rglob("tmp-*"))
     assert MemoryService(home).retrieve(scope, limit=1)["total"] == 201
+
+
+def test_a_checkpoint_that_cannot_write_a_column_file_names_it(home, monkeypatch):
+    import numpy as np
+
+    svc = MemoryService(home)
+    scope = svc.scope("disk", "a")
+    svc.store(scope, [{"key": {"i": i}, "content": f"k{i}", "tier": "semantic"} for i in range(200)])
+    real_save = np.save
+
+    def short_write(path, array, *args, **kwargs):  # what numpy raises when the disk fills mid-array
+        if Path(path).name == "vectors.npy":
+            raise OSError("25600 requested and 4096 written")
+        return real_save(path, array, *args, **kwargs)
+
+    monkeypatch.setattr(np, "save", short_write)
+    result = CliRunner().invoke(app, ["--home", str(home), "gc"])
+    assert result.exit_code == 1
+    assert re.search(r"tmp-seg-\S*/vectors\.npy: 25600 requested and 4096 written", result.stderr), result.stderr
+    monkeypatch.undo()
+    assert MemoryService(home).retrieve(scope, limit=1)["total"] == 200
 
 
 def test_permission_denied_is_a_clear_error_and_leaves_the_store_readable(home, monkeypatch):

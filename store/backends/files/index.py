@@ -16,6 +16,8 @@ from typing import Literal
 
 import numpy as np
 
+from ...paths import naming
+
 FILE = "index.ann"
 METRIC: Literal["angular"] = "angular"
 SEARCH_K_PER_TREE = 140  # nodes a query inspects per tree: recall@10 0.984 at 100k (bench/bench_store.py)
@@ -46,7 +48,7 @@ def build(folder: Path, vectors: np.ndarray, seed: int = 42) -> None:
     for i, vec in enumerate(vectors):
         index.add_item(i, vec)
     index.build(trees_for(len(vectors)), n_jobs=-1)
-    with annoy_path(folder / FILE) as path:
+    with annoy_path(folder / FILE) as path, naming(folder / FILE):
         index.save(path)
     index.unload()
 

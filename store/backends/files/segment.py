@@ -39,6 +39,7 @@ import orjson
 from ...errors import Damaged
 from ...lexical import SegmentLexicon, write_segment_lexicon
 from ...log import logger
+from ...paths import naming, save_array, write_file
 from ...schemas import Schema
 from ...timeaware import entry_time
 from . import index as ann
@@ -94,11 +95,12 @@ def write_segment(
     """Write a complete segment of `docs` (each with an "id") into the empty `folder`, deleting
     the ids `tombs` from older segments; the shard's `descriptor` is kept in its manifest.
     `index=False` skips the Annoy index (a stand-in for a damaged checkpoint searches exactly)."""
-    spans = write_records(folder / DATA, docs)
+    with naming(folder / DATA):
+        spans = write_records(folder / DATA, docs)
     with open(folder / DATA, "rb") as f:
         data = f.read()
     sums = np.array([record_checksum(data[start:end]) for start, end in spans], dtype=np.uint64)
-    np.save(folder / CHECKSUMS, sums)
+    save_array(folder / CHECKSUMS, sums)
     hashes = np.array([id_hash(d["id"]) for d in docs], dtype=np.uint64)
     columns: dict[str, np.ndarray] = {
         "offsets": np.array(spans, dtype=np.int64).reshape(-1, 2),
@@ -110,17 +112,17 @@ def write_segment(
         "when": np.array([entry_time(d) for d in docs], dtype=np.float64),
     }
     for name, array in columns.items():
-        np.save(folder / f"{name}.npy", array)
+        save_array(folder / f"{name}.npy", array)
     tags: dict[str, list[int]] = {}
     for row, doc in enumerate(docs):
         for tag in doc.get("tags") or ():
             tags.setdefault(tag, []).append(row)
-    (folder / "tags.json").write_bytes(orjson.dumps(tags))
-    (folder / TOMBS).write_bytes(orjson.dumps(sorted(tombs)))
+    write_file(folder / "tags.json", orjson.dumps(tags))
+    write_file(folder / TOMBS, orjson.dumps(sorted(tombs)))
     dim = 0
     if schema.indexed and vectors is not None:
         dim = int(vectors.shape[1])
-        np.save(folder / "vectors.npy", vectors.astype(np.float16))
+        save_array(folder / "vectors.npy", vectors.astype(np.float16))
         write_segment_lexicon(folder, [schema.text(d) for d in docs])
         if len(docs) and index:
             ann.build(folder, vectors)
@@ -129,7 +131,7 @@ def write_segment(
         "count": len(docs), "bytes": int(sizes.sum()), "schema": schema.name, "dim": dim, "embedder": embedder,
         "tombs": len(tombs),
     }  # fmt: skip
-    (folder / "meta.json").write_bytes(orjson.dumps(meta))
+    write_file(folder / "meta.json", orjson.dumps(meta))
     shard = {"schema": schema.name, **(descriptor or {})}
     write_manifest(folder, {"meta": meta, "shard": shard})
 
