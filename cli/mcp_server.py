@@ -653,6 +653,7 @@ def strict_server(**settings: Any) -> Any:
     and the schemas say `additionalProperties: false`."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
 
     from a2e_mem.errors import MemError, refuse_unknown
 
@@ -668,6 +669,10 @@ def strict_server(**settings: Any) -> Any:
                     refuse_unknown(arguments, tool.parameters.get("properties", {}), "argument")
                 except MemError as exc:
                     raise ToolError(f"Error executing tool {name}: {exc.code}: {exc.message}") from None
+                try:  # the SDK's own check says only pydantic's text, without the error's code
+                    tool.fn_metadata.validate_arguments(arguments)
+                except ValidationError as exc:
+                    raise ToolError(f"Error executing tool {name}: schema_violation: {wrong_arguments(exc)}") from None
             return await super().call_tool(name, arguments, context)
 
         async def run_stdio_async(self) -> None:
@@ -679,6 +684,18 @@ def strict_server(**settings: Any) -> Any:
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     return StrictServer(**settings)
+
+
+def wrong_arguments(exc: Any) -> str:
+    """What is wrong with a tool call's arguments, one clause per argument (at most three):
+    `limit: Input should be a valid integer (got 'ten')`."""
+    clauses = []
+    for error in exc.errors(include_url=False)[:3]:
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        got = f" (got {error['input']!r:.60})" if error.get("type") != "missing" else ""
+        clauses.append(f"{where}: {error['msg']}{got}")
+    more = exc.error_count() - len(clauses)
+    return "; ".join(clauses) + (f"; and {more} more" if more > 0 else "")
 
 
 def build_server(service: Any, namespace: str, agent: str, read_only: bool, fixed_agent: bool = False) -> Any:

@@ -156,7 +156,11 @@ async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
 
     async with to_server, answers:
         async for raw in wire:
-            line = without_bom(raw).decode("utf-8", "replace")  # as serve-stdio reads, as the SDK decodes
+            try:
+                line = without_bom(raw).decode("utf-8")
+            except UnicodeDecodeError as exc:  # not U+FFFD, as the SDK's reader makes it: two keys would meet
+                await refuse_undecodable(without_bom(raw), exc, answers)
+                continue
             if not line.strip():
                 continue
             if line.lstrip(" \t\r").startswith("["):
@@ -188,6 +192,20 @@ async def answer_unreadable(line: str, exc: Any, answers: Any) -> None:
         return
     code = PARSE_ERROR if unparsed else INVALID_REQUEST
     await send_error(answers, request_id, code, f"cannot read the request: {reason}")
+
+
+async def refuse_undecodable(raw: bytes, exc: UnicodeDecodeError, answers: Any) -> None:
+    """A parse error (-32700) for a line that is not UTF-8, to the id it carries (read with the
+    bad bytes replaced), as `serve-stdio` refuses it. The SDK's own reader replaces them with
+    U+FFFD: keys `a\\xff` and `a\\xfe` would both be stored as `a\ufffd`, the second over the first."""
+    from mcp_types import PARSE_ERROR
+
+    request_id = id_of(first_object(raw.decode("utf-8", "replace")))
+    reason = f"the request is not valid UTF-8 (byte {exc.start})"
+    if request_id is NO_REPLY:
+        sys.stderr.write(f"mem serve-mcp: dropped a message without an id that cannot be read: {reason}\n")
+        return
+    await send_error(answers, request_id, PARSE_ERROR, f"cannot read the request: {reason}")
 
 
 async def refuse_batch(line: str, answers: Any) -> None:

@@ -592,6 +592,23 @@ async def _invalid_calls() -> None:
         assert (await t.ok("memory_json_list"))[0]["memoryId"] == saved["memoryId"]
 
 
+def test_arguments_of_the_wrong_type_are_a_schema_violation_naming_each(home):
+    """The SDK's own check answered pydantic's text, without the code the README promises
+    (`Error executing tool <name>: <code>: <message>`; audit P24)."""
+    asyncio.run(_wrong_types())
+
+
+async def _wrong_types() -> None:
+    async with server() as client:
+        t = Calls(client)
+        text = await t.fails("memory_retrieve", "schema_violation", limit="ten")
+        assert text.startswith("Error executing tool memory_retrieve: schema_violation: limit: ") and "'ten'" in text
+        text = await t.fails("memory_retrieve", "schema_violation: tier: ", tier="bogus", limit=[1])
+        assert "; limit: " in text and "errors.pydantic.dev" not in text
+        await t.fails("memory_set", "schema_violation: key: Field required; value: Field required")
+        assert (await t.ok("memory_set", key="k", value=1))["value"] == 1
+
+
 # -- unknown arguments (audit items 18 and 21) ----------------------------------------------
 
 
@@ -1015,6 +1032,27 @@ def test_a_request_whose_id_comes_after_what_no_parser_reads_is_answered_with_it
     raw.send(b'{"jsonrpc":"2.0","id":9,"method":"ping"}')
     assert raw.answer() == {"jsonrpc": "2.0", "id": 9, "result": {}}
     assert "dropped" not in raw.close()
+
+
+def test_a_request_line_that_is_not_utf8_is_refused_not_read_with_replacement_characters(home):
+    """The SDK's reader turned each bad byte into U+FFFD, so keys b'acct\\xff' and b'acct\\xfe'
+    were both stored as 'acct\ufffd', the second over the first (audit P24); serve-stdio refuses
+    such a line with parse_error."""
+    raw = RawServer()
+    for rid, byte in ((1, b"\xff"), (2, b"\xfe")):
+        args = b'{"key":"acct' + byte + b'","value":"v%d"}' % rid
+        head = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_set","arguments":' % rid
+        raw.send(head + args + b"}}")
+        got = raw.answer()
+        assert got["id"] == rid and got["error"]["code"] == -32700, got
+        assert "not valid UTF-8" in got["error"]["message"]
+    call = {"name": "memory_get", "arguments": {"key": "acct\ufffd"}}
+    raw.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}).encode())
+    assert raw.answer()["result"]["isError"] is True  # nothing was stored under a replaced key
+    raw.send(b'{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"\xff"}}')  # no id: a line on stderr
+    raw.send(b'{"jsonrpc":"2.0","id":4,"method":"ping"}')
+    assert raw.answer() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    assert "not valid UTF-8" in raw.close()
 
 
 def test_each_request_of_a_batch_is_answered_that_batches_are_not_supported(home):
