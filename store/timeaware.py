@@ -2,8 +2,9 @@
 
 An entry's own time (`entry_time`) is, first found:
   1. a top-level `date`, `time`, `timestamp`, `datetime` or `when` field of its content (an
-     ISO-8601 string, Unix seconds, or text holding a full date such as "1:56 pm on 8 May,
-     2023"): a conversation turn stored with its session's date. A number over 1e11 is read as
+     ISO-8601 string, Unix seconds as a number or digits, or text holding a full date such as
+     "1:56 pm on 8 May, 2023", read at the time of day it writes: `_written_time`): a
+     conversation turn stored with its session's date. A number over 1e11 is read as
      milliseconds (JavaScript's `Date.now()`); a time outside the years 1800 to 2099 is no time
      (the next field, then the text, then `created_at` is taken);
   2. a full date written near the start of its text ("[8 May 2023] Ana: ...", "2023-05-08: ...");
@@ -383,8 +384,7 @@ def entry_time(doc: dict[str, Any]) -> float:
             value = content.get(name)
             seconds = _seconds(value)
             if seconds is None and isinstance(value, str):  # "1:56 pm on 8 May, 2023"
-                day = _leading_day(value[:64])
-                seconds = None if day is None else _ordinal_seconds(day)
+                seconds = _written_time(value[:64])
             if seconds is not None:
                 return seconds
     day = _leading_day(content) if isinstance(content, str) else None
@@ -395,6 +395,33 @@ def entry_time(doc: dict[str, Any]) -> float:
         return _ordinal_seconds(day)
     created = doc.get("created_at")
     return float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else 0.0
+
+
+def _written_time(value: str) -> float | None:
+    """Unix seconds of a time field written as text: its full date (LoCoMo's "1:56 pm on 8 May,
+    2023", LongMemEval's "2023/05/20 (Sat) 02:21", "Mon, 08 May 2023 13:56:00 GMT") at the time
+    of day written in it, else at midnight; UTC unless an offset is written after the time."""
+    day = _leading_day(value)
+    if day is None:
+        return None
+    seconds = _ordinal_seconds(day)
+    clock = re.search(CLOCK, value, re.IGNORECASE) or re.search(HOUR_ONLY, value, re.IGNORECASE)
+    if clock is None:
+        return seconds
+    hour, minute, second = int(clock["hour"]), int(clock.groupdict().get("minute") or 0), int(clock["second"] or 0)
+    if clock["half"]:  # 12 am is midnight, 12 pm noon
+        hour = hour % 12 + (12 if clock["half"].lower() == "p" else 0)
+    offset = 0
+    if clock["sign"]:
+        offset = (-1 if clock["sign"] == "-" else 1) * (int(clock["off_h"]) * 3600 + int(clock["off_m"] or 0) * 60)
+    return seconds + hour * 3600 + minute * 60 + second - offset
+
+
+# a time of day after or before a date in a time field: "02:21", "1:56 pm", "13:56:00 GMT+02:00"
+_HALF = r"(?:\s*(?P<half>[ap])\.?m\b\.?)?"
+_OFFSET = r"(?:\s*(?:gmt|utc|z)?\s*(?P<sign>[+-])(?P<off_h>[01]\d):?(?P<off_m>[0-5]\d)?\b)?"
+CLOCK = r"(?<![\d:])(?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?::(?P<second>[0-5]\d))?(?![\d:])" + _HALF + _OFFSET
+HOUR_ONLY = r"(?<![\d:])(?P<hour>1[0-2]|0?[1-9])(?P<second>)\s*(?P<half>[ap])\.?m\b\.?" + _OFFSET  # "2pm"
 
 
 def _leading_day(text: str) -> int | None:
@@ -420,6 +447,8 @@ def _seconds(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if math.isfinite(value):
             seconds = value / 1000 if abs(value) > MILLISECONDS_FROM else float(value)
+    elif isinstance(value, str) and 9 <= len(value.strip()) <= 13 and value.strip().isdigit():
+        return _seconds(int(value))  # Unix seconds (or milliseconds) as text: "1683554160"
     elif isinstance(value, str) and 4 <= len(value) <= 64 and value[:4].isdigit():
         try:
             seconds = _iso_seconds(value)

@@ -104,6 +104,29 @@ def test_an_entry_time_is_its_date_field_then_a_leading_date_then_created_at():
     assert ta.entry_time({"content": late, "created_at": 5.0}) == 5.0
 
 
+@pytest.mark.parametrize(
+    "written, iso",
+    [
+        ("2023/05/20 (Sat) 02:21", "2023-05-20T02:21:00"),  # LongMemEval
+        ("1:56 pm on 8 May, 2023", "2023-05-08T13:56:00"),  # LoCoMo
+        ("May 8, 2023 1:56 PM", "2023-05-08T13:56:00"),
+        ("Mon, 08 May 2023 13:56:00 GMT", "2023-05-08T13:56:00"),
+        ("8 May 2023 13:56 +0200", "2023-05-08T11:56:00"),
+        ("12:30 am on 8 May, 2023", "2023-05-08T00:30:00"),
+        ("12 pm on 8 May, 2023", "2023-05-08T12:00:00"),
+        ("2pm on 8 May 2023", "2023-05-08T14:00:00"),
+        ("8 May 2023", "2023-05-08T00:00:00"),  # no time of day: midnight
+        ("1683554160", "2023-05-08T13:56:00"),  # Unix seconds as text
+        ("1683554160000", "2023-05-08T13:56:00"),  # milliseconds as text
+    ],
+)
+def test_a_time_field_written_as_text_keeps_its_time_of_day(written, iso):
+    """Benchmarks write a turn's time so (outside audit S24): a same-day `since` with a time and
+    the order of two sessions of one day need the hour, which was read as midnight."""
+    want = dt.datetime.fromisoformat(iso).replace(tzinfo=dt.timezone.utc).timestamp()
+    assert ta.entry_time({"content": {"text": "hi", "date": written}, "created_at": 5.0}) == want
+
+
 def test_relative_dates_in_an_entry_are_read_against_its_own_time():
     doc = {"id": "t1", "content": {"text": "I ran a half marathon two weeks ago", "date": "2021-06-18"}}
     (seen,) = ta.read_entry(doc).mentions
