@@ -12,7 +12,7 @@ from .context import state
 from .errors import invalid_input
 from .options import Fields, Filters, Format, ListLimit, Metadata, Namespace, Offset, fields_list, optional_object
 from .options import parse_json_object as parse_object
-from .output import acknowledge, emit, show
+from .output import emit, show
 
 MemoryId = Annotated[str, typer.Argument(help="The memory ID printed by save or list.")]
 COLUMNS = {kind: ["memoryId", kind, "metadata", "updated_at"] for kind in ("json", "todo", "markdown")}
@@ -31,7 +31,7 @@ def memory_app(kind: str, noun: str, objects: bool = True) -> typer.Typer:
     def delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
         """Delete it; exit 3 if the ID is unknown."""
         result = getattr(service(), f"memory_{kind}_delete")(memory_id, namespace=namespace)
-        acknowledge(result, fmt)
+        show(result, fmt)
 
     @app.command("list")
     def list_(

@@ -9,7 +9,7 @@ import typer
 from .context import state
 from .errors import usage_error
 from .options import Fields, Filters, Format, ListLimit, Namespace, Offset, fields_list, optional_object, parse_value
-from .output import acknowledge, emit, show
+from .output import emit, show
 
 app = typer.Typer(help="Episodic memories: titled logs of events (episodic_memory_*).", no_args_is_help=True)
 MemoryId = Annotated[str, typer.Argument(help="The episodic memory's ID.")]
@@ -70,7 +70,7 @@ def append(
     event = {"event_type": event_type, "emitting_agent_id": agent, "team_id": team, "tags": tag or [],
              "payload": value if isinstance(value, dict) else payload}  # fmt: skip
     result = state.service.episodic_memory_append_event(memory_id, event, namespace=namespace)
-    acknowledge(result, fmt)
+    show(result, fmt)
 
 
 @app.command("query")
@@ -124,19 +124,19 @@ def event_types(
 def archive(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
     """Archive a memory: read-only, hidden from list (archiving again changes nothing)."""
     result = state.service.episodic_memory_archive(memory_id, namespace=namespace)
-    acknowledge(result, fmt)
+    show(result, fmt)
 
 
 @app.command("unarchive")
 def unarchive(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
     """Make an archived memory active again: writable, listed."""
-    acknowledge(state.service.episodic_memory_unarchive(memory_id, namespace=namespace), fmt)
+    show(state.service.episodic_memory_unarchive(memory_id, namespace=namespace), fmt)
 
 
 @app.command("delete")
 def delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
     """Delete a memory and all its events (archived or not); exit 3 if unknown."""
-    acknowledge(state.service.episodic_memory_delete(memory_id, namespace=namespace), fmt)
+    show(state.service.episodic_memory_delete(memory_id, namespace=namespace), fmt)
 
 
 @app.command("rename")
@@ -148,4 +148,4 @@ def rename(
 ) -> None:
     """Change a memory's title; refused (exit 4) if it is archived."""
     result = state.service.episodic_memory_update_title(memory_id, title, namespace=namespace)
-    acknowledge(result, fmt)
+    show(result, fmt)

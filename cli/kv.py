@@ -9,7 +9,7 @@ import typer
 
 from .context import state
 from .options import Fields, Format, ListLimit, Namespace, Offset, fields_list, parse_value
-from .output import acknowledge, emit, show
+from .output import emit, show
 
 KV_COLUMNS = ["key", "value", "updated_at"]
 KV_FIELDS = ("key", "value", "created_at", "updated_at")
@@ -23,7 +23,7 @@ def set_value(
 ) -> None:
     """Store VALUE under KEY (memory_set)."""
     record = state.service.memory_set(key, parse_value(value, "VALUE"), namespace=namespace)
-    acknowledge(record, fmt)
+    show(record, fmt)
 
 
 def get_value(
@@ -46,7 +46,7 @@ def delete_value(
     key: Annotated[str, typer.Argument(help="The key.")], namespace: Namespace = "default", fmt: Format = None
 ) -> None:
     """Delete KEY and its value (memory_delete); exit 3 if there is none."""
-    acknowledge(state.service.memory_delete(key, namespace=namespace), fmt)
+    show(state.service.memory_delete(key, namespace=namespace), fmt)
 
 
 def keys(namespace: Namespace = "default", limit: ListLimit = 100, offset: Offset = 0, fmt: Format = None) -> None:

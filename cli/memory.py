@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .context import state
-from .errors import invalid_input
+from .errors import invalid_input, usage_error
 from .options import (
     Agent,
     Fields,
@@ -53,6 +53,7 @@ def init(namespace: Namespace = "default", agent: Agent = "default", fmt: Format
 
 
 def store(
+    ctx: typer.Context,
     content: Annotated[
         str | None, typer.Argument(help="Content (JSON if it parses), or - for NDJSON entries on stdin.")
     ] = None,
@@ -69,15 +70,20 @@ def store(
 ) -> None:
     """Store one entry, or NDJSON MemoryEntry objects from stdin with `-`.
 
-    Without --key the key is a hash of the content, so storing the same content twice keeps one entry.
+    Without --key the key is a hash of the content, so storing the same content twice keeps one
+    entry. With `-`, --tier, --source, --score and --ttl fill the fields an entry leaves out and
+    --tag adds to each entry's tags; --key, which names one entry, is refused.
     """
     if content is None:
         invalid_input("give the content, or - to read NDJSON entries from stdin")
     if content == "-":
-        entries = read_ndjson(sys.stdin)
+        given = {name: value for name, value in ctx.params.items() if _from_command_line(ctx, name)}
+        if "key" in given:
+            usage_error("--key names one entry: give each entry's key in its line of stdin")
+        entries = with_options(read_ndjson(sys.stdin), given)
     else:
         value = parse_value(content, "CONTENT")
-        entry_key = parse_key(key or []) or default_key(content)
+        entry_key = parse_key(key or []) or default_key(value)
         entries = [
             {
                 "key": entry_key,
@@ -94,8 +100,7 @@ def store(
     single = content != "-"  # one entry from the arguments: its refusal is the one line printed
     for error in result["errors"]:
         sys.stderr.write(f"mem: error: {error.removeprefix('entries[0]: ') if single else error}\n")
-    if not state.quiet:
-        emit([{"key": k, "stored": True} for k in result["stored"]], fmt)
+    emit([{"key": k, "stored": True} for k in result["stored"]], fmt)
     for warning in result.get("warnings", []):
         sys.stderr.write(f"mem: warning: {warning}\n")
     if not (single and result["errors"]):
@@ -104,7 +109,30 @@ def store(
         raise typer.Exit(5 if any(": memory_full: " in e for e in result["errors"]) else 4)
 
 
-def default_key(content: str) -> dict[str, str]:
+ENTRY_OPTIONS = ("tier", "source", "score", "ttl")  # fields of an entry that `store -` options fill
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
+
+
+def with_options(entries: list, given: dict) -> list:  # type: ignore[type-arg]
+    """`entries` with the entry options given beside `-` applied (see `store`); a line that is no
+    object, or whose tags are no list, is left for the store to refuse with its reason."""
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        for name in ENTRY_OPTIONS:
+            if name in given:
+                entry.setdefault(name, given[name])
+        tags = entry.get("tags", [])
+        if given.get("tag") and isinstance(tags, list):
+            entry["tags"] = [*tags, *(t for t in given["tag"] if t not in tags)]
+    return entries
+
+
+def default_key(content: object) -> dict[str, str]:
     """A hash of the content (see `content_key`); redaction on from `--redact` / `MEM_REDACT`."""
     from a2e_mem.config import env_flag
     from a2e_mem.ops.a2e import content_key
@@ -185,5 +213,4 @@ def forget(
     deleted = state.service.forget(
         scope(namespace, agent, session), keys=keys, tags=tag or [], tier=tier, everything=everything
     )
-    if not state.quiet:
-        emit_one({"deleted": deleted}, fmt)
+    emit_one({"deleted": deleted}, fmt)

@@ -152,6 +152,8 @@ def parse_key(items: list[str]) -> dict[str, Any]:
             name, part = "key", item
         elif name.endswith(":"):
             name, part = name[:-1], _key_json(part, item)
+        if not name:
+            usage_error(f"--key {item!r}: a key part needs a name before '='")
         if name in key:
             usage_error(f"--key: the key part {name!r} is given twice")
         key[name] = part

@@ -76,14 +76,6 @@ def show(
         _write(_dumps(result) if resolve_format(fmt) != "table" or not isinstance(result, str) else result)
 
 
-def acknowledge(result: Any, fmt: str | None = None) -> None:
-    """Print the result of a write, unless --quiet."""
-    from .context import state
-
-    if not state.quiet:
-        show(result, fmt)
-
-
 def _keys(rows: Sequence[dict[str, Any]]) -> list[str]:
     keys: dict[str, None] = {}
     for row in rows:

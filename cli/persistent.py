@@ -8,7 +8,7 @@ import typer
 
 from .context import state
 from .options import Fields, Format, ListLimit, Namespace, Offset, fields_list, optional_object
-from .output import acknowledge, emit, show
+from .output import emit, show
 
 app = typer.Typer(help="Persistent memories: retrieval configurations (persistent_memory_*).", no_args_is_help=True)
 MemoryId = Annotated[str, typer.Argument(help="The persistent memory's ID.")]
@@ -89,7 +89,7 @@ def update(
 @app.command("delete")
 def delete(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = None) -> None:
     """Delete a configuration (not the data it reads); exit 3 if unknown."""
-    acknowledge(state.service.persistent_memory_delete(memory_id, namespace=namespace), fmt)
+    show(state.service.persistent_memory_delete(memory_id, namespace=namespace), fmt)
 
 
 @app.command("retrieve")

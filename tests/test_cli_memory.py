@@ -124,7 +124,8 @@ def test_quiet_silences_notes_but_not_data(home):
     loud = mem("retrieve")
     quiet = runner.invoke(app, ["--quiet", "retrieve"])
     assert "matching" in loud.stderr and quiet.stderr == "" and quiet.stdout == loud.stdout
-    assert runner.invoke(app, ["--quiet", "store", "--key", "b", "x"]).stdout == ""
+    stored = runner.invoke(app, ["--quiet", "store", "--key", "b", "x"])  # a write's result is data too
+    assert stored.stderr == "" and "stored" in stored.stdout
 
 
 def test_a_key_part_can_be_a_json_value_and_is_given_once(home):
@@ -143,3 +144,32 @@ def test_a_key_part_can_be_a_json_value_and_is_given_once(home):
     assert '"deleted":1' in mem("forget", "-t", "semantic", "-k", "id:=1").stdout
     assert mem("forget", "-k", "a=1", "-k", "a=2").exit_code == 2
     assert mem("forget", "-k", "a:=[1").exit_code == 4
+
+
+def test_entry_options_beside_dash_fill_what_each_entry_leaves_out(home):
+    """`... | mem store - --ttl 3600` stored entries that never expired: the options were
+    dropped without a word (outside audit Q24, high)."""
+    lines = b'{"key":{"id":1},"content":"x","tier":"semantic"}\n{"key":{"id":2},"content":"y","tags":["own"]}\n'
+    args = ["store", "-", "--tag", "extra", "--ttl", "5", "--score", "0.1", "--source", "cli", "-t", "episodic"]
+    assert mem(*args, input=lines).exit_code == 0
+    found = {e["key"]["id"]: e for e in orjson.loads(mem("retrieve", "-t", "", "--format", "json").stdout)}
+    assert found[1]["tier"] == "semantic" and found[2]["tier"] == "episodic"  # the entry's own field wins
+    assert found[1]["tags"] == ["extra"] and found[2]["tags"] == ["own", "extra"]
+    assert all(e["ttl"] == 5 and e["score"] == 0.1 and e["source"] == "cli" for e in found.values())
+    refused = mem("store", "-", "--key", "a=1", input=lines)  # a key names one entry
+    assert refused.exit_code == 2 and "--key" in refused.stderr
+
+
+def test_the_same_json_content_typed_two_ways_is_one_entry(home):
+    """The key was a hash of the argument's text, so '{"a": 1}' and '{"a":1}' were two entries."""
+    for content in ('{"a":1}', '{"a": 1}', ' {"a":1}'):
+        assert mem("store", "-t", "semantic", "--", content).exit_code == 0
+    for content in ('"quoted"', "quoted"):
+        assert mem("store", "-t", "semantic", "--", content).exit_code == 0
+    found = orjson.loads(mem("retrieve", "-t", "semantic", "--format", "json").stdout)
+    assert sorted(orjson.dumps(e["content"]) for e in found) == [b'"quoted"', b'{"a":1}']
+
+
+def test_a_key_part_without_a_name_is_a_usage_error(home):
+    result = mem("store", "-k", "=v", "x")
+    assert result.exit_code == 2 and "needs a name" in result.stderr
