@@ -314,3 +314,24 @@ def test_a_value_that_cannot_be_stored_is_invalid_input_and_writes_nothing(servi
     with pytest.raises(InvalidInput, match="cannot be stored as JSON"):
         service.memory_json_save({"deep": value})
     assert snapshot(home) == before
+
+
+@pytest.mark.parametrize(
+    "closed, args, message",
+    [
+        (1, ["store", "-t", "semantic", "not stored"], "standard output is closed"),
+        (1, ["retrieve"], "standard output is closed"),
+        (0, ["store", "-"], "standard input is closed"),
+        (0, ["serve-stdio"], "standard input is closed"),
+    ],
+)
+def test_a_closed_stdin_or_stdout_is_one_line_and_changes_nothing(home, closed, args, message):
+    """`mem store x >&-` gave 'internal error: AttributeError' and a traceback (outside audit Q24)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "--home", str(home), *args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL if closed == 0 else None, stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(closed), timeout=60,
+    )  # fmt: skip
+    err = out.stderr.decode()
+    assert out.returncode == 1 and err.count("\n") == 1 and message in err and "Traceback" not in err, err
+    assert MemoryService(home).stats() == [] or all(s["entries"] == 0 for s in MemoryService(home).stats())
