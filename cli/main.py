@@ -8,6 +8,7 @@ they list).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -19,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from .context import state
+from .errors import EXIT_PIPE
 
 # name -> (module, attribute): a command function, or a Typer group
 COMMANDS = {
@@ -101,8 +103,6 @@ class MemGroup(TyperGroup):
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except BrokenPipeError:  # `mem export | head -1`: the reader left; what was done stands
-            from .errors import EXIT_PIPE
-
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush to it
             raise typer.Exit(EXIT_PIPE) from None
         except Exception as exc:  # noqa: BLE001 - every failure becomes an exit code
@@ -205,9 +205,10 @@ def run() -> None:
         code = 1
     try:
         sys.stdout.flush()
+    except BrokenPipeError:  # `mem ... --format json | head -c 10`: the reader left before the end
+        code = code or EXIT_PIPE  # as when it leaves mid-NDJSON (`invoke`): quietly, 141
+    with contextlib.suppress(BrokenPipeError):
         sys.stderr.flush()
-    except BrokenPipeError:  # `mem ... | head`: the reader left, which is not an error
-        pass
     os._exit(code or 0)
 
 

@@ -90,8 +90,20 @@ def _dumps(value: Any, indent: bool = False) -> str:
     return orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS).decode()
 
 
+CHUNK = 1 << 16  # characters written and flushed at a time
+
+
 def _write(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    """`text` and a newline on stdout, a CHUNK at a time: a pipe's reader that leaves mid-way (`|
+    head -c 10`) then ends the command with 141, as it does mid-NDJSON. CPython's one write of a
+    large text that the pipe takes only in part returns without an error, the rest lost."""
+    text += "\n"
+    if len(text) <= CHUNK:
+        sys.stdout.write(text)
+        return
+    for start in range(0, len(text), CHUNK):
+        sys.stdout.write(text[start : start + CHUNK])
+        sys.stdout.flush()
 
 
 def _json(rows: list[dict[str, Any]], fmt: str) -> None:
@@ -114,7 +126,10 @@ def _table(rows: list[dict[str, Any]], columns: list[str], header: bool = True) 
         table.add_column(Text(printable(col)), overflow="fold")
     for row in rows:  # Text, not str: "[red]" in a stored value is text, not rich markup
         table.add_row(*(Text(cell(col, row.get(col), row)) for col in columns))
-    Console().print(table)
+    console = Console()
+    with console.capture() as captured:  # written as any output is (`_write`)
+        console.print(table)
+    _write(captured.get().removesuffix("\n"))
 
 
 def cell(column: str, value: Any, row: dict[str, Any] | None = None) -> str:
