@@ -58,7 +58,7 @@ def get(memory_id: MemoryId, namespace: Namespace = "default", fmt: Format = Non
 def append(
     memory_id: MemoryId,
     event_type: Annotated[str, typer.Option("--event-type", "-e", help="Type of the event, e.g. user_action.")],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="ID of the agent emitting it.")],
+    agent: Annotated[str, typer.Option("--agent", "-a", envvar="MEM_AGENT", help="ID of the agent emitting it.")],
     payload: Annotated[str, typer.Option("--payload", "-p", help="JSON object, or a plain string.")],
     team: Annotated[str | None, typer.Option("--team", help="Team ID.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable).")] = None,

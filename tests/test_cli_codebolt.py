@@ -244,3 +244,12 @@ def test_kg_deletes_of_what_is_not_there_exit_3_after_deleting_the_rest(home):
     assert [e["name"] for e in graph["entities"]] == ["Bob"] and graph["relations"] == []
     assert mem("kg", "unrelate", "Bob", "knows", "Alice").exit_code == 3
     assert mem("kg", "delete", "Bob").exit_code == 0
+
+
+def test_episodic_append_takes_its_agent_from_mem_agent(home, monkeypatch):
+    """The README lists --agent as read from MEM_AGENT; `episodic append` alone required it."""
+    monkeypatch.setenv("MEM_AGENT", "env-agent")
+    created = one(mem("episodic", "create", "log"))
+    one(mem("episodic", "append", created["memoryId"], "-e", "note", "-p", "x"))
+    events = MemoryService(home).episodic_memory_query_events(created["memoryId"])
+    assert [e["emitting_agent_id"] for e in events] == ["env-agent"]

@@ -335,3 +335,13 @@ def test_a_closed_stdin_or_stdout_is_one_line_and_changes_nothing(home, closed, 
     err = out.stderr.decode()
     assert out.returncode == 1 and err.count("\n") == 1 and message in err and "Traceback" not in err, err
     assert MemoryService(home).stats() == [] or all(s["entries"] == 0 for s in MemoryService(home).stats())
+
+
+def test_an_empty_home_is_a_usage_error_not_the_current_directory(tmp_path):
+    """`mem --home '' store x` made a store in the current directory (outside audit Q24)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "--home", "", "store", "x"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and "--home" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert list(tmp_path.iterdir()) == []
