@@ -29,7 +29,8 @@ def export(
     namespace: NamespaceOpt = None,
 ) -> None:
     """Write a lossless, diffable NDJSON dump (sorted lines, sorted keys; expired entries and
-    working tiers left out). A file is written readable by its owner only, like the store."""
+    working tiers left out). A file is written readable by its owner only, like the store; a
+    --namespace the store does not have is exit 3 (no empty dump)."""
     from a2e_mem.errors import Damaged
     from a2e_mem.paths import private_output
 

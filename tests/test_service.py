@@ -325,3 +325,17 @@ def test_keys_and_words_past_postgresqls_index_limits(service):
     else:
         service.memory_set(long_kv_key, "v")
         assert service.memory_get(long_kv_key) is not None
+
+
+def test_exporting_a_namespace_that_is_not_there_is_not_found(service):
+    """`mem export -n typo > backup` made an empty backup with exit 0 (outside audit Q24); a
+    namespace whose entries are all gone still exports, empty."""
+    from a2e_mem.errors import NotFound
+
+    scope = service.scope("there", "a")
+    service.store(scope, [{"key": {"k": 1}, "content": "x", "tier": "semantic"}])
+    with pytest.raises(NotFound, match="typo"):
+        list(service.export("typo"))
+    assert len(list(service.export("there"))) == 1
+    service.forget(scope, keys=[{"k": 1}], tier="semantic")
+    assert list(service.export("there")) == []

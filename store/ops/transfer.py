@@ -34,7 +34,7 @@ import orjson
 
 from .. import clock
 from ..backends.base import SYSTEM, Backend
-from ..errors import Damaged, InvalidInput
+from ..errors import Damaged, InvalidInput, NotFound
 from ..kinds import A2E_TIERS, SCOPE_NAMES, schema_of
 from ..ndjson import objects
 from .a2e import A2E, canonical_key, check_name, public
@@ -53,6 +53,8 @@ def export_records(backend: Backend, namespace: str | None = None) -> Iterator[b
         if kind == "working":
             continue
         records += [{"namespace": name, "kind": kind, "scope": names, "id": doc["id"], "doc": doc} for doc in docs]
+    if namespace is not None and not records and not damaged and not backend.stats(namespace):
+        raise NotFound(f"no namespace {namespace!r}")  # a typo would make an empty backup, silently
     records.sort(key=lambda r: (r["namespace"], r["kind"], r["scope"], r["id"]))
     for record in records:
         yield orjson.dumps(record, option=orjson.OPT_SORT_KEYS)
