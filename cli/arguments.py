@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import invalid_input
+from .errors import invalid_input, unreadable
 
 # (command path, parameter): parameters that name files, passed on as bytes
 FILE_PARAMETERS = {
@@ -103,6 +103,6 @@ def read_text(source: str) -> str:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
         return data.decode("utf-8")
     except OSError as exc:
-        invalid_input(f"cannot read {name}: {exc.strerror or exc}")
+        unreadable(name, exc)
     except UnicodeDecodeError as exc:
         invalid_input(f"{name} is not UTF-8 text (byte {exc.start}: {exc.reason})")

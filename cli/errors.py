@@ -19,6 +19,7 @@ EXIT_USAGE = 2
 EXIT_PIPE = 141  # 128 + SIGPIPE
 EXIT_TERM = 143  # 128 + SIGTERM
 EXIT_INVALID = 4
+EXIT_NOT_FOUND = 3
 
 
 class CliError(Exception):
@@ -34,6 +35,13 @@ def usage_error(message: str) -> NoReturn:
 
 def invalid_input(message: str) -> NoReturn:
     raise CliError(message, EXIT_INVALID)
+
+
+def unreadable(name: str, exc: OSError) -> NoReturn:
+    """A file (or stdin) that cannot be read: not found (exit 3) when it is not there, as the
+    Python API's `NotFound`; invalid input (exit 4) otherwise (a folder, no permission)."""
+    code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_INVALID
+    raise CliError(f"cannot read {name}: {exc.strerror or exc}", code)
 
 
 def report(exc: BaseException) -> int:

@@ -14,7 +14,7 @@ import typer
 
 from .arguments import shown
 from .context import state
-from .errors import CliError, invalid_input
+from .errors import CliError, unreadable
 from .options import Fields, Format, fields_list
 from .output import emit, emit_one, note
 from .progress import progress
@@ -86,7 +86,7 @@ def import_(
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
-        invalid_input(f"cannot read {shown(source)}: {exc.strerror}")
+        unreadable(shown(source), exc)
     with progress("importing") as update:
         lines = data.splitlines()
         update(0, len(lines))

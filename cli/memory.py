@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .context import state
-from .errors import invalid_input, usage_error
+from .errors import usage_error
 from .options import (
     Agent,
     Fields,
@@ -75,7 +75,7 @@ def store(
     --tag adds to each entry's tags; --key, which names one entry, is refused.
     """
     if content is None:
-        invalid_input("give the content, or - to read NDJSON entries from stdin")
+        usage_error("give the content, or - to read NDJSON entries from stdin")
     if content == "-":
         given = {name: value for name, value in ctx.params.items() if _from_command_line(ctx, name)}
         if "key" in given:

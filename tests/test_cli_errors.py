@@ -110,7 +110,12 @@ CASES = {
     "namespace-delete-not-utf8": Case(["namespaces", "delete", b"x\xff", "--yes"], "argument NAME is not valid UTF-8"),
     "markdown-file-not-utf8": Case(["markdown", "save", "<latin1-file>"], "is not UTF-8 text"),
     "markdown-stdin-not-utf8": Case(["markdown", "save", "-"], "stdin is not UTF-8 text", stdin=b"caf\xe9"),
-    "kg-file-missing-not-utf8-name": Case(["kg", "import", b"/nonexistent/\xff"], "cannot read /nonexistent/\\xff"),
+    "kg-file-missing-not-utf8-name": Case(
+        ["kg", "import", b"/nonexistent/\xff"], "cannot read /nonexistent/\\xff", code=3
+    ),  # a file that is not there is not found (exit 3), as for the Python API
+    "store-without-content": Case(["store"], "give the content", code=2),  # a missing argument
+    "import-file-missing": Case(["import", "/nonexistent/dump.ndjson"], "cannot read /nonexistent", code=3),
+    "import-a-directory": Case(["import", "/"], "cannot read /: Is a directory"),
     # -- a bad option value is a usage error (exit 2), as `--limit -1` is (an outside audit) -----
     "negative-ttl": Case(["store", "x", "--ttl", "-5"], "'--ttl': must be 0 to 9223372036854775807 seconds", code=2),
     "huge-ttl": Case(["store", "x", "--ttl", str(1 << 64)], "must be 0 to 9223372036854775807 seconds", code=2),
