@@ -68,7 +68,7 @@ def test_todo_and_markdown_sources(home, tmp_path):
         "# From a file\n", "# From stdin\n", "# From text"
     ]  # fmt: skip
     assert mem("markdown", "save").exit_code == 4
-    assert mem("markdown", "save", str(tmp_path / "missing.md")).exit_code == 4
+    assert mem("markdown", "save", str(tmp_path / "missing.md")).exit_code == 3  # not there: not found
     updated = one(mem("markdown", "update", from_text["memoryId"], "--text", "# New", "--metadata", '{"a": 1}'))
     assert updated["markdown"] == "# New" and updated["metadata"] == {"a": 1}
     assert len(rows(mem("markdown", "list", "--limit", "2"))) == 2
