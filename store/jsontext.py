@@ -30,6 +30,8 @@ def loads(text: bytes | bytearray | str) -> Any:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
+        if "UTF-8" in str(exc):
+            _check_utf8(text)  # orjson says "surrogates not allowed" for any bad byte
         if "infinity" not in str(exc):
             raise
         # a number past a double's range (hundreds of digits, 1e400): valid JSON that no reader
@@ -44,6 +46,20 @@ def loads(text: bytes | bytearray | str) -> Any:
                 f"the integer {outside} does not fit in 64 bits (write it as a string)", shown, shown.find(str(outside))
             )
     return value
+
+
+def _check_utf8(text: bytes | bytearray | str) -> None:
+    """A JSONDecodeError naming where `text` is not UTF-8, if it is not: a byte of bytes, or a
+    character of a text read with surrogateescape (a byte that was not UTF-8)."""
+    try:
+        if isinstance(text, str):
+            text.encode("utf-8")
+        else:
+            bytes(text).decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError) as exc:
+        where = "character" if isinstance(text, str) else "byte"
+        shown = text if isinstance(text, str) else bytes(text).decode("utf-8", "replace")
+        raise orjson.JSONDecodeError(f"not valid UTF-8 ({where} {exc.start})", shown, exc.start) from None
 
 
 def _first_outside(value: Any) -> int | None:

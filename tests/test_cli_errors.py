@@ -350,3 +350,20 @@ def test_an_empty_home_is_a_usage_error_not_the_current_directory(tmp_path):
     )  # fmt: skip
     assert out.returncode == 2 and "--home" in out.stderr and out.stderr.count("\n") == 1, out.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_line_that_is_not_utf8_is_said_so_not_a_surrogate(home):
+    """orjson says "surrogates not allowed" for any byte that is not UTF-8 (outside audit Q24)."""
+    bad = b'{"key":{"a":1},"content":"caf\xe9","tier":"semantic"}\n'
+    out = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "store", "-"], input=bad, capture_output=True, timeout=60
+    )
+    assert out.returncode == 4 and b"not valid UTF-8 (character 29)" in out.stderr, out.stderr
+    served = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"], input=bad, capture_output=True, timeout=60
+    )
+    reply = orjson.loads(served.stdout)
+    assert reply["code"] == "parse_error" and "not valid UTF-8 (byte 29)" in reply["message"], reply
+    lone = b'{"key":{"a":1},"content":"\\ud800","tier":"semantic"}\n'  # a real lone surrogate keeps its message
+    out = subprocess.run([sys.executable, "-m", "a2e_mem.cli.main", "store", "-"], input=lone, capture_output=True)
+    assert out.returncode == 4 and b"surrogate" in out.stderr, out.stderr
