@@ -111,3 +111,24 @@ def test_min_score_still_cuts_on_relevance_with_diversity(service):
     kept = service.retrieve(scope, query="garden project report", limit=7, min_score=floor)
     assert kept["total"] == len(kept["entries"]) == 4
     assert all(e["relevance"] >= floor for e in kept["entries"])
+
+
+def test_a_shorter_list_is_the_head_of_a_longer_one(service, monkeypatch):
+    """A benchmark reads recall@5 and @10 from `limit=5` and `limit=10`: each used to be chosen from
+    a pool of twice its length, so near-copies filled a short list that a longer one replaced
+    with other entries (outside audit S24: the first 5 of 50 differed from `limit=5`)."""
+    monkeypatch.setattr(diversify, "DIVERSITY", 2.0)  # strong, so that the small case shows it
+    monkeypatch.setattr(diversify, "SIMILAR", 0.0)
+    scope = service.scope("div", "c")
+    copies = [{"key": f"copy{i}", "content": "lisbon flight in march", "tier": "semantic"} for i in range(8)]
+    others = [
+        {"key": f"other{i}", "content": f"lisbon {word} trip", "tier": "semantic"}
+        for i, word in enumerate(["march", "flight", "hotel", "museum", "tram", "beach", "food", "music"])
+    ]
+    service.store(scope, copies + others)
+    longest = [e["key"]["key"] for e in service.retrieve(scope, query="lisbon flight march", limit=25)["entries"]]
+    assert any(k.startswith("other") for k in longest[:4])  # diversity moved a distinct entry up
+    for limit in range(1, 26):
+        found = service.retrieve(scope, query="lisbon flight march", limit=limit)
+        assert [e["key"]["key"] for e in found["entries"]] == longest[:limit], limit
+        assert found["total"] == 16

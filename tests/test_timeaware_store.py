@@ -161,8 +161,8 @@ def test_the_time_filter_holds_on_the_index_path_too(service, backend, monkeypat
     s = service.scope("ns", "agent")
     words = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
     turns = [
-        turn(f"t{i}", f"{words[i % 6]} {words[(i * 7) % 6]} note {i}", f"2023-{1 + i % 12:02d}-10") for i in range(240)
-    ]
+        turn(f"t{i}", f"{words[i % 6]} {words[(i * 7) % 6]} note {i}", f"2023-{1 + i % 12:02d}-10") for i in range(960)
+    ]  # 320 in the window: many more than a query's pool (50), so the index is asked
     service.store(s, turns)
     db = service.a2e.backend
     if backend == "postgres":
@@ -171,10 +171,10 @@ def test_the_time_filter_holds_on_the_index_path_too(service, backend, monkeypat
         db.checkpoint(force=True)
     for module in (files_search, pg_search):
         monkeypatch.setattr(module, "EXACT_MAX", 10)
-    found = service.retrieve(s, query="alpha beta", since="2023-03-01", until="2023-04-30", limit=5, explain=True)
-    assert found["total"] == 40 and len(found["entries"]) == 5
+    found = service.retrieve(s, query="alpha beta", since="2023-03-01", until="2023-07-01", limit=5, explain=True)
+    assert found["total"] == 320 and len(found["entries"]) == 5
     assert {e["explain"]["path"] for e in found["entries"]} == {"index"}
-    assert {e["content"]["date"] for e in found["entries"]} <= {"2023-03-10", "2023-04-10"}
+    assert {e["content"]["date"] for e in found["entries"]} <= {f"2023-{m:02d}-10" for m in range(3, 7)}
 
 
 @pytest.mark.files_only
