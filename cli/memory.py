@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from .completion import completer
 from .context import state
 from .errors import usage_error
 from .options import (
@@ -32,9 +33,20 @@ from .progress import progress
 ENTRY_COLUMNS = ["key", "content", "tier", "tags", "relevance", "updated_at"]
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at", "relevance",
                 "explain")  # fmt: skip
-Tier = Annotated[str, typer.Option("--tier", "-t", callback=tier_name, help="working, episodic or semantic.")]
+TIERS = completer("working", "episodic", "semantic")
+Tier = Annotated[
+    str,
+    typer.Option("--tier", "-t", callback=tier_name, autocompletion=TIERS, help="working, episodic or semantic."),
+]
 AnyTier = Annotated[
-    str, typer.Option("--tier", "-t", callback=tier_or_every, help="working, episodic or semantic (default: all).")
+    str,
+    typer.Option(
+        "--tier",
+        "-t",
+        callback=tier_or_every,
+        autocompletion=TIERS,
+        help="working, episodic or semantic (default: all).",
+    ),
 ]
 Keys = Annotated[
     list[str] | None,

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .completion import complete_namespace, complete_session
+from .completion import complete_namespace, complete_session, completer
 from .errors import invalid_input, usage_error
 
 Namespace = Annotated[
@@ -31,7 +31,12 @@ Filters = Annotated[str | None, typer.Option("--filter", help='Filter as JSON, e
 Metadata = Annotated[str | None, typer.Option("--metadata", "-m", help="Metadata as a JSON object.")]
 Format = Annotated[
     str | None,
-    typer.Option("--format", "-f", help="table, json or ndjson (default: table on a terminal, else ndjson)."),
+    typer.Option(
+        "--format",
+        "-f",
+        autocompletion=completer("table", "json", "ndjson"),
+        help="table, json or ndjson (default: table on a terminal, else ndjson).",
+    ),
 ]
 Fields = Annotated[str | None, typer.Option("--fields", help="Comma-separated fields to show.")]
 Limit = Annotated[int, typer.Option("--limit", "-l", min=0, max=1000, help="At most this many results.")]

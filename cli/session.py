@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from .completion import complete_session
 from .context import state
 from .options import Fields, Format, fields_list
 from .output import emit, note
@@ -22,7 +23,9 @@ def list_sessions(fmt: Format = None, fields: Fields = None) -> None:
 
 
 @app.command("close")
-def close(memory_id: Annotated[str, typer.Argument(help="The session's memory_id.")]) -> None:
+def close(
+    memory_id: Annotated[str, typer.Argument(help="The session's memory_id.", autocompletion=complete_session)],
+) -> None:
     """Close a session and delete its working tier."""
     state.service.close_session(memory_id)
     note(f"closed {memory_id}")
