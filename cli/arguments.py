@@ -101,7 +101,7 @@ def read_text(source: str) -> str:
     name = "stdin" if source == "-" else shown(source)
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")  # an editor's byte order mark, as `store -` drops it
     except OSError as exc:
         unreadable(name, exc)
     except UnicodeDecodeError as exc:

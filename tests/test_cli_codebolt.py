@@ -253,3 +253,11 @@ def test_episodic_append_takes_its_agent_from_mem_agent(home, monkeypatch):
     one(mem("episodic", "append", created["memoryId"], "-e", "note", "-p", "x"))
     events = MemoryService(home).episodic_memory_query_events(created["memoryId"])
     assert [e["emitting_agent_id"] for e in events] == ["env-agent"]
+
+
+def test_a_markdown_file_saved_with_a_byte_order_mark_is_kept_without_it(home, tmp_path):
+    """As `mem store -` and `mem import` read such a file (outside audit Q24)."""
+    path = tmp_path / "bom.md"
+    path.write_bytes(b"\xef\xbb\xbf# BOM md\r\nline\r\n")
+    saved = one(mem("markdown", "save", str(path)))
+    assert saved["markdown"] == "# BOM md\r\nline\r\n"  # line ends are the file's own
