@@ -95,6 +95,9 @@ class Protocol:
         if model is None or not isinstance(kind, str):
             what = f"unknown message type {kind!r}" if isinstance(kind, str) else "`type` must be a string"
             return error(req_id, "invalid_message", what)
+        for name in ("version", "ts"):  # null is absent, as a missing one is: both have defaults
+            if name in data and data[name] is None:
+                data = {k: v for k, v in data.items() if k != name}
         version = data.get("version", VERSION)
         if not isinstance(version, str) or version.split(".")[0] != VERSION.split(".")[0]:
             shown = repr(version) if isinstance(version, str) else "that is not a string"

@@ -103,6 +103,15 @@ def test_errors_are_error_messages(proto, line, code, req_id):
     assert resp["capability_name"] == "memory" and resp["retryable"] is False and isinstance(resp["detail"], dict)
 
 
+@pytest.mark.parametrize("field", ["version", "ts"])
+def test_a_null_version_or_ts_is_as_a_missing_one(proto, field):
+    """Both have defaults; null got version_mismatch or schema_violation while leaving the
+    field out got a pong (outside audit P24)."""
+    for line in (msg("ping", id="a"), {**msg("ping", id="b"), field: None}):
+        line.pop(field, None) if line["id"] == "a" else None
+        assert proto.handle(orjson.dumps(line))["type"] == "pong", line
+
+
 def test_schema_violation_lists_fields(proto):
     mid = init(proto)
     resp = call(proto, "memory/retrieve/req", memory_id=mid, limit=-1, min_score=3)
