@@ -58,10 +58,16 @@ Tags = Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable; 
 
 
 def init(namespace: Namespace = "default", agent: Agent = "default", fmt: Format = None) -> None:
-    """Start a session; its working tier lives until `mem session close ID`."""
+    """Start a session; its working tier lives until `mem session close ID`. Piped without
+    --format or MEM_FORMAT, it prints the bare ID, for `SID=$(mem init)`."""
+    import os
+
     session = state.service.init(namespace, agent, persist=True)
     record = {"memory_id": session.memory_id, "namespace": session.namespace, "agent": session.agent}
-    emit_one(record, fmt) if fmt or sys.stdout.isatty() else sys.stdout.write(session.memory_id + "\n")
+    if fmt or os.environ.get("MEM_FORMAT") or sys.stdout.isatty():
+        emit_one(record, fmt)
+    else:
+        sys.stdout.write(session.memory_id + "\n")
 
 
 def store(

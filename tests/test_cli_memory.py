@@ -173,3 +173,11 @@ def test_the_same_json_content_typed_two_ways_is_one_entry(home):
 def test_a_key_part_without_a_name_is_a_usage_error(home):
     result = mem("store", "-k", "=v", "x")
     assert result.exit_code == 2 and "needs a name" in result.stderr
+
+
+def test_init_piped_prints_the_bare_id_unless_a_format_is_asked(home, monkeypatch):
+    """MEM_FORMAT was ignored (outside audit Q24); the bare ID is documented, for SID=$(mem init)."""
+    bare = mem("init").stdout.strip()
+    assert len(bare) == 32 and "{" not in bare
+    monkeypatch.setenv("MEM_FORMAT", "ndjson")
+    assert orjson.loads(mem("init").stdout)["memory_id"] != bare
