@@ -181,3 +181,14 @@ def test_init_piped_prints_the_bare_id_unless_a_format_is_asked(home, monkeypatc
     assert len(bare) == 32 and "{" not in bare
     monkeypatch.setenv("MEM_FORMAT", "ndjson")
     assert orjson.loads(mem("init").stdout)["memory_id"] != bare
+
+
+def test_different_contents_never_share_a_default_key(home):
+    """The number 42 and the text "42" (or an object and its JSON as text) got one key, the
+    second store replacing the first (outside audit R24, high)."""
+    for content in ("42", '"42"', '{"a":1}', '"{\\"a\\":1}"', "hello", '"hello"'):
+        assert mem("store", "-t", "semantic", "--", content).exit_code == 0
+    found = orjson.loads(mem("retrieve", "-t", "semantic", "--format", "json").stdout)
+    assert sorted(orjson.dumps(e["content"]) for e in found) == sorted(
+        [b"42", b'"42"', b'{"a":1}', b'"{\\"a\\":1}"', b'"hello"']
+    )  # "hello" typed bare or as JSON text is one entry

@@ -51,13 +51,17 @@ def canonical_key(key: dict[str, Any] | str) -> str:
 
 def content_key(content: Any, redacting: bool = False) -> dict[str, str]:
     """The key an entry gets when none is given (`mem store TEXT`, `Memory.store(TEXT)`): a hash
-    of the content, so storing the same content twice keeps one entry. Text is hashed as it is;
-    other JSON in sorted-key form. With `redacting`, the redacted form is hashed, so that no hash
-    of a secret is stored."""
+    of the content, so storing the same content twice keeps one entry, and different contents
+    never share one. Text is hashed as it is (as always: text stored before keeps its key); any
+    other JSON value (and text starting with NUL) as a NUL byte then its sorted-key JSON, which
+    no text hashed as it is starts with: the number 42 and the text "42", or {"a": 1} and the
+    text '{"a":1}', are two entries. With `redacting`, the redacted form is hashed, so that no
+    hash of a secret is stored."""
     import hashlib
 
     try:
-        text = content if isinstance(content, str) else orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
+        as_text = isinstance(content, str) and not content.startswith("\x00")
+        text = content if as_text else "\x00" + orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
     except orjson.JSONEncodeError as exc:  # not JSON: refused as the entry's validation would
         raise _not_storable("content", exc) from None
     if redacting:
