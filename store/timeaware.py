@@ -2,7 +2,7 @@
 
 An entry's own time (`entry_time`) is, first found:
   1. a top-level `date`, `time`, `timestamp`, `datetime` or `when` field of its content (an
-     ISO-8601 string, Unix seconds as a number or digits, or text holding a full date such as
+     ISO-8601 string, Unix seconds (a number), or text holding a full date such as
      "1:56 pm on 8 May, 2023", read at the time of day it writes: `_written_time`): a
      conversation turn stored with its session's date. A number over 1e11 is read as
      milliseconds (JavaScript's `Date.now()`); a time outside the years 1800 to 2099 is no time
@@ -400,28 +400,41 @@ def entry_time(doc: dict[str, Any]) -> float:
 def _written_time(value: str) -> float | None:
     """Unix seconds of a time field written as text: its full date (LoCoMo's "1:56 pm on 8 May,
     2023", LongMemEval's "2023/05/20 (Sat) 02:21", "Mon, 08 May 2023 13:56:00 GMT") at the time
-    of day written in it, else at midnight; UTC unless an offset is written after the time."""
+    of day written in it (the first one: "10:00-11:30" is 10:00), else at midnight; UTC unless a
+    numeric offset follows the time ("+02:00" after a space, "GMT+2", "UTC-05:30"). Zone names
+    ("EST") are not read: UTC."""
     day = _leading_day(value)
     if day is None:
         return None
     seconds = _ordinal_seconds(day)
-    clock = re.search(CLOCK, value, re.IGNORECASE) or re.search(HOUR_ONLY, value, re.IGNORECASE)
-    if clock is None:
+    found = [m for m in (re.search(CLOCK, value, re.IGNORECASE), re.search(HOUR_ONLY, value, re.IGNORECASE)) if m]
+    if not found:
         return seconds
-    hour, minute, second = int(clock["hour"]), int(clock.groupdict().get("minute") or 0), int(clock["second"] or 0)
+    clock = min(found, key=lambda m: m.start())
+    hour = int(clock["hour"])
+    minute = int(clock.groupdict().get("minute") or 0)
+    second = int(clock.groupdict().get("second") or 0)
     if clock["half"]:  # 12 am is midnight, 12 pm noon
         hour = hour % 12 + (12 if clock["half"].lower() == "p" else 0)
-    offset = 0
-    if clock["sign"]:
-        offset = (-1 if clock["sign"] == "-" else 1) * (int(clock["off_h"]) * 3600 + int(clock["off_m"] or 0) * 60)
-    return seconds + hour * 3600 + minute * 60 + second - offset
+    return seconds + hour * 3600 + minute * 60 + second - _offset_after(value[clock.end() :])
 
 
-# a time of day after or before a date in a time field: "02:21", "1:56 pm", "13:56:00 GMT+02:00"
+def _offset_after(tail: str) -> int:
+    """Seconds east of UTC of the offset starting `tail`, 0 for none."""
+    found = re.match(NAMED_OFFSET, tail, re.IGNORECASE) or re.match(BARE_OFFSET, tail)
+    if found is None:
+        return 0
+    sign = -1 if found["sign"] == "-" else 1
+    return sign * (int(found["h"]) * 3600 + int(found["m"] or 0) * 60)
+
+
+# A time of day in a time field: "02:21", "1:56 pm", "13:56:00", "2pm"; not inside a version
+# ("v1:20"), an offset ("+01:00") or a longer run of digits and colons.
 _HALF = r"(?:\s*(?P<half>[ap])\.?m\b\.?)?"
-_OFFSET = r"(?:\s*(?:gmt|utc|z)?\s*(?P<sign>[+-])(?P<off_h>[01]\d):?(?P<off_m>[0-5]\d)?\b)?"
-CLOCK = r"(?<![\d:])(?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?::(?P<second>[0-5]\d))?(?![\d:])" + _HALF + _OFFSET
-HOUR_ONLY = r"(?<![\d:])(?P<hour>1[0-2]|0?[1-9])(?P<second>)\s*(?P<half>[ap])\.?m\b\.?" + _OFFSET  # "2pm"
+CLOCK = r"(?<![\w:+-])(?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?::(?P<second>[0-5]\d))?(?![\d:])" + _HALF
+HOUR_ONLY = r"(?<![\w:+-])(?P<hour>1[0-2]|0?[1-9])\s*(?P<half>[ap])\.?m\b\.?"
+NAMED_OFFSET = r"\s*(?:gmt|utc)\s*(?P<sign>[+-])(?P<h>[01]?\d)(?::?(?P<m>[0-5]\d))?\b"  # "GMT+2", "UTC-05:30"
+BARE_OFFSET = r"\s+(?P<sign>[+-])(?P<h>[01]\d):?(?P<m>[0-5]\d)\b"  # " +0200", " -05:30": hours and minutes
 
 
 def _leading_day(text: str) -> int | None:
@@ -447,8 +460,6 @@ def _seconds(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if math.isfinite(value):
             seconds = value / 1000 if abs(value) > MILLISECONDS_FROM else float(value)
-    elif isinstance(value, str) and 9 <= len(value.strip()) <= 13 and value.strip().isdigit():
-        return _seconds(int(value))  # Unix seconds (or milliseconds) as text: "1683554160"
     elif isinstance(value, str) and 4 <= len(value) <= 64 and value[:4].isdigit():
         try:
             seconds = _iso_seconds(value)

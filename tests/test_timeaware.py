@@ -116,8 +116,12 @@ def test_an_entry_time_is_its_date_field_then_a_leading_date_then_created_at():
         ("12 pm on 8 May, 2023", "2023-05-08T12:00:00"),
         ("2pm on 8 May 2023", "2023-05-08T14:00:00"),
         ("8 May 2023", "2023-05-08T00:00:00"),  # no time of day: midnight
-        ("1683554160", "2023-05-08T13:56:00"),  # Unix seconds as text
-        ("1683554160000", "2023-05-08T13:56:00"),  # milliseconds as text
+        ("8 May 2023 13:56 GMT+2", "2023-05-08T11:56:00"),
+        ("8 May 2023 13:56 UTC-05:30", "2023-05-08T19:26:00"),
+        ("10:00-11:30 on 8 May 2023", "2023-05-08T10:00:00"),  # a range: its start, no offset
+        ("8 May 2023, 10:30 -12 people", "2023-05-08T10:30:00"),
+        ("8 May 2023 at 9 am (+01:00)", "2023-05-08T09:00:00"),  # the first time, not the offset
+        ("8 May 2023 v1:20 release", "2023-05-08T00:00:00"),  # a version is no time
     ],
 )
 def test_a_time_field_written_as_text_keeps_its_time_of_day(written, iso):
@@ -125,6 +129,13 @@ def test_a_time_field_written_as_text_keeps_its_time_of_day(written, iso):
     the order of two sessions of one day need the hour, which was read as midnight."""
     want = dt.datetime.fromisoformat(iso).replace(tzinfo=dt.timezone.utc).timestamp()
     assert ta.entry_time({"content": {"text": "hi", "date": written}, "created_at": 5.0}) == want
+
+
+@pytest.mark.parametrize("digits", ["1683554160", "202305081356", "2125551234"])
+def test_digits_in_a_time_field_are_no_time(digits):
+    """A compact date, a phone number or Unix seconds as text cannot be told apart (outside audit
+    R24): the entry's time is its created_at, as for any text that holds no date."""
+    assert ta.entry_time({"content": {"text": "hi", "date": digits}, "created_at": 5.0}) == 5.0
 
 
 def test_relative_dates_in_an_entry_are_read_against_its_own_time():
