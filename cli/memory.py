@@ -89,13 +89,16 @@ def store(
     """Store one entry, or NDJSON MemoryEntry objects from stdin with `-`.
 
     Without --key the key is a hash of the content, so storing the same content twice keeps one
-    entry. With `-`, --tier, --source, --score and --ttl fill the fields an entry leaves out and
-    --tag adds to each entry's tags; --key, which names one entry, is refused.
+    entry. With `-`, --tier (given or its default), --source, --score and --ttl fill the fields
+    an entry leaves out and --tag adds to each entry's tags; --key, which names one entry, is
+    refused.
     """
+    tag = list(dict.fromkeys(tag or []))  # `--tag a --tag a` is one tag
     if content is None:
         usage_error("give the content, or - to read NDJSON entries from stdin")
     if content == "-":
         given = {name: value for name, value in ctx.params.items() if _from_command_line(ctx, name)}
+        given.update(tier=tier, tag=tag)  # --tier's default too, as --help shows it
         if "key" in given:
             usage_error("--key names one entry: give each entry's key in its line of stdin")
         entries = with_options(read_ndjson(sys.stdin), given)
@@ -107,7 +110,7 @@ def store(
                 "key": entry_key,
                 "content": value,
                 "tier": tier,
-                "tags": tag or [],
+                "tags": tag,
                 "source": source,
                 "score": score,
                 "ttl": ttl,

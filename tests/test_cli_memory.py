@@ -192,3 +192,14 @@ def test_different_contents_never_share_a_default_key(home):
     assert sorted(orjson.dumps(e["content"]) for e in found) == sorted(
         [b"42", b'"42"', b'{"a":1}', b'"{\\"a\\":1}"', b'"hello"']
     )  # "hello" typed bare or as JSON text is one entry
+
+
+def test_an_entry_without_a_tier_takes_the_default_tier_and_a_tag_given_twice_is_one(home):
+    """--help shows `--tier [default: episodic]`; a line without a tier was refused (audit R24)."""
+    lines = b'{"key":{"i":1},"content":"x"}\n{"key":{"i":2},"content":"y","tags":["imp"],"tier":"semantic"}\n'
+    assert mem("store", "-", "--tag", "imp", "--tag", "imp", input=lines).exit_code == 0
+    assert mem("store", "--tag", "a", "--tag", "a", "hello").exit_code == 0
+    found = {str(e["key"]): e for e in orjson.loads(mem("retrieve", "-t", "", "--format", "json").stdout)}
+    assert found["{'i': 1}"]["tier"] == "episodic" and found["{'i': 1}"]["tags"] == ["imp"]
+    assert found["{'i': 2}"]["tier"] == "semantic" and found["{'i': 2}"]["tags"] == ["imp"]
+    assert [e["tags"] for k, e in found.items() if "hash" in k] == [["a"]]
