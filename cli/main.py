@@ -9,8 +9,6 @@ they list).
 from __future__ import annotations
 
 import contextlib
-import errno
-import io
 import os
 import sys
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from . import streams
 from .context import state
 from .errors import EXIT_PIPE
 
@@ -201,7 +200,7 @@ def run() -> None:
     freeing numpy, pydantic and tokenizer state on every call): everything a command
     acknowledged is fsync'd before it prints, and the output streams are flushed here."""
     code: int | str | None = 0
-    closed_streams()
+    streams.guard_closed()
     for name in ONE_THREAD_BLAS:  # before numpy loads: see store/blas.py (a user's setting stands)
         os.environ.setdefault(name, "1")
     try:
@@ -220,27 +219,6 @@ def run() -> None:
     with contextlib.suppress(BrokenPipeError):
         sys.stderr.flush()
     os._exit(code or 0)
-
-
-def closed_streams() -> None:
-    """A command started with stdout closed (`mem ... >&-`) is refused before it does anything:
-    what it did could not be told (a write's key, a deleted count). A closed stdin reads as an
-    error, said by the command that reads it (`mem store - <&-`), rather than as no input."""
-    if sys.stdout is None:
-        if sys.stderr is not None:
-            sys.stderr.write("mem: error: standard output is closed (redirect it to /dev/null to discard it)\n")
-            sys.stderr.flush()
-        os._exit(1)
-    if sys.stdin is None:
-        sys.stdin = io.TextIOWrapper(io.BufferedReader(ClosedInput()))
-
-
-class ClosedInput(io.RawIOBase):
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        raise OSError(errno.EBADF, "standard input is closed")
 
 
 if __name__ == "__main__":

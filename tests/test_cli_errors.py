@@ -328,6 +328,7 @@ def test_a_value_that_cannot_be_stored_is_invalid_input_and_writes_nothing(servi
         (1, ["retrieve"], "standard output is closed"),
         (0, ["store", "-"], "standard input is closed"),
         (0, ["serve-stdio"], "standard input is closed"),
+        (0, ["serve-mcp"], "standard input is closed"),  # it read the null device, or a store file on fd 0
     ],
 )
 def test_a_closed_stdin_or_stdout_is_one_line_and_changes_nothing(home, closed, args, message):
@@ -367,3 +368,18 @@ def test_a_line_that_is_not_utf8_is_said_so_not_a_surrogate(home):
     lone = b'{"key":{"a":1},"content":"\\ud800","tier":"semantic"}\n'  # a real lone surrogate keeps its message
     out = subprocess.run([sys.executable, "-m", "a2e_mem.cli.main", "store", "-"], input=lone, capture_output=True)
     assert out.returncode == 4 and b"surrogate" in out.stderr, out.stderr
+
+
+def test_a_closed_stderr_drops_the_notes_and_the_command_runs(home):
+    """`mem store x 2>&-` stored nothing and exited 1; `mem get nokey 2>&-` exited 1, not 3."""
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "a2e_mem.cli.main", "--home", str(home), *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, preexec_fn=lambda: os.close(2), timeout=60,
+        )  # fmt: skip
+
+    stored = run("store", "-t", "semantic", "kept")
+    assert stored.returncode == 0 and b'"stored":true' in stored.stdout
+    assert run("get", "nokey").returncode == 3
+    assert MemoryService(home).retrieve(MemoryService(home).scope("default", "default"), tier="semantic")["total"] == 1
