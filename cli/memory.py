@@ -101,7 +101,7 @@ def store(
         given.update(tier=tier, tag=tag)  # --tier's default too, as --help shows it
         if "key" in given:
             usage_error("--key names one entry: give each entry's key in its line of stdin")
-        entries = with_options(read_ndjson(sys.stdin), given)
+        entries = with_options(read_ndjson(sys.stdin.buffer), given)  # bytes: a bad byte is named as import names it
     else:
         value = parse_value(content, "CONTENT")
         entry_key = parse_key(key or []) or default_key(value)

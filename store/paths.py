@@ -93,8 +93,8 @@ def naming(path: Path) -> Iterator[None]:
     except OSError as exc:
         if exc.filename is not None:
             raise
-        if exc.errno is None or exc.strerror is None:
-            raise OSError(f"{path}: {exc}") from exc
+        if exc.errno is None or exc.strerror is None:  # numpy's short write: the disk filled, or a size limit
+            raise OSError(f"{path}: {exc} (a short write: the disk is full or a file size limit was reached)") from exc
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 

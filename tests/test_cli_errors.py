@@ -359,7 +359,7 @@ def test_a_line_that_is_not_utf8_is_said_so_not_a_surrogate(home):
     out = subprocess.run(
         [sys.executable, "-m", "a2e_mem.cli.main", "store", "-"], input=bad, capture_output=True, timeout=60
     )
-    assert out.returncode == 4 and b"not valid UTF-8 (character 29)" in out.stderr, out.stderr
+    assert out.returncode == 4 and b"not valid UTF-8 (byte 29)" in out.stderr, out.stderr
     served = subprocess.run(
         [sys.executable, "-m", "a2e_mem.cli.main", "serve-stdio"], input=bad, capture_output=True, timeout=60
     )
