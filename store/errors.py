@@ -82,6 +82,15 @@ class StoreUnavailable(MemError):
     exit_code = 7
 
 
+class RoleRefused(StoreUnavailable, Unauthorized):
+    """The database refused a statement to this role (SQLSTATE 42501): a least-privilege role
+    (see the README) may not change the tables, as `mem reindex` must. An `Unauthorized` (exit 6),
+    not an outage; a `StoreUnavailable` too, for the code that lets the owner's work wait."""
+
+    code = "unauthorized"
+    exit_code = 6
+
+
 class Closed(MemError):
     """A call on a `Memory` (or one of its views, groups or sessions) after it was closed: the
     store it used is gone; open a new `Memory`. A mistake in the calling program, not the store's."""

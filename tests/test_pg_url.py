@@ -55,3 +55,14 @@ def test_every_text_of_the_password_is_scrubbed_from_messages_and_driver_logs(ca
         logging.getLogger("psycopg.pool").warning("failed: %s", "Hun?ter/pw")
     db.close()
     assert "Hun?ter/pw" not in caplog.text and "failed: ***" in caplog.text
+
+
+def test_a_driver_log_record_is_one_line(caplog):
+    """libpq's connection errors go on ('\\n\\tIs the server running locally ...'): a pool's
+    record of one was two lines on stderr (outside audit X24)."""
+    db = Database("postgresql://u:pw@h/db", False, lambda conn: None)
+    with caplog.at_level(logging.WARNING, logger="psycopg.pool"):
+        logging.getLogger("psycopg.pool").warning("error connecting: %s", "connection failed\n\tIs the server running?")
+    db.close()
+    (record,) = [r for r in caplog.records if r.name == "psycopg.pool"]
+    assert record.getMessage() == "error connecting: connection failed Is the server running?"

@@ -80,3 +80,17 @@ def test_an_agent_role_cannot_change_the_tables(roles):
             conn.execute("DROP TABLE mem_records")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("ALTER TABLE mem_records ADD COLUMN x int")
+
+
+def test_an_agent_role_that_reindexes_is_told_it_may_not_with_exit_6(roles, tmp_path):
+    """It exited 7, 'store unavailable', as for an outage (outside audit X24): the refusal is
+    the role's (unauthorized), and nothing was written."""
+    owner_url, agent_url = roles
+    home = tmp_path / "agent"
+    assert mem(agent_url, home, "store", "-n", "team", "kept").returncode == 0
+    refused = mem(agent_url, home, "reindex")
+    assert refused.returncode == 6, refused.stderr
+    assert refused.stderr.startswith("mem: error: ") and refused.stderr.count("\n") == 1, refused.stderr
+    assert "may not" in refused.stderr and "owner" in refused.stderr
+    assert mem(agent_url, home, "doctor").returncode == 0
+    assert mem(owner_url, tmp_path / "owner", "reindex").returncode == 0

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ...errors import InvalidInput, StoreUnavailable
+from ...errors import InvalidInput, RoleRefused, StoreUnavailable
 
 EXTRA = "pip install 'a2e-mem[postgres]'"
 CONNECT_TIMEOUT = 10  # seconds, unless the URL sets connect_timeout (libpq waits forever by default)
@@ -358,6 +358,12 @@ class Database:
             if str(getattr(exc, "sqlstate", None) or "").startswith("54"):  # program_limit_exceeded: a value too big
                 text = self.scrub(first_line(str(exc)))
                 raise InvalidInput(f"too big for the PostgreSQL store: {text}", {"sqlstate": exc.sqlstate}) from None
+            if getattr(exc, "sqlstate", None) == "42501":  # insufficient_privilege: the role may not (a reindex)
+                text = self.scrub(first_line(str(exc)))
+                raise RoleRefused(
+                    f"PostgreSQL store {self.shown}: this role may not do that ({text}); the store's owner can",
+                    {"sqlstate": exc.sqlstate},
+                ) from None
             if isinstance(exc, self.psycopg.OperationalError) or getattr(exc, "sqlstate", None) in _RETRYABLE_STATES:
                 raise self.unavailable(exc) from None
             raise self.failure(exc) from None
@@ -419,7 +425,8 @@ class Database:
         driver's note that an aborted pipeline was closed is dropped: the error that aborted it
         is the one reported, on its one line."""
         with contextlib.suppress(Exception):  # a record whose arguments do not format is left as it is
-            record.msg, record.args = self.scrub(record.getMessage()), None
+            # one line, as our own errors: libpq's messages go on ("\n\tIs the server running ...")
+            record.msg, record.args = " ".join(self.scrub(record.getMessage()).split()), None
         text = str(record.msg)
         return not ("error ignored terminating" in text and "Pipeline" in text)
 
