@@ -246,8 +246,11 @@ def test_damage_is_detected_named_and_salvaged(home, what):
 def test_a_damaged_index_is_never_loaded_and_search_falls_back_to_exact(home, monkeypatch):
     from a2e_mem.backends.files import search
 
+    from a2e_mem.ops import diversify
+
     monkeypatch.setattr(search, "EXACT_MAX", 0)  # search these 30 checkpointed rows through the index
     monkeypatch.setattr(search, "MIN_FETCH", 1)
+    monkeypatch.setattr(diversify, "ONE_POOL", 1)  # a pool of 2 x limit: fewer than the 30 rows
     shard = build(home)
     svc = MemoryService(home)
     hits = svc.retrieve(svc.scope("proj", "alice"), query="fact 3 about topic3", limit=3, explain=True)["entries"]
