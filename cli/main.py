@@ -128,12 +128,12 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def _home(value: str | None) -> Path | None:
+def _home(value: str | None) -> str | None:
     """`--home DIR`; an empty one is a usage error, not the current directory (`Path("")` is
     "."), as an empty file name is for `-o` and `import`. An empty MEM_HOME is no MEM_HOME."""
     if value == "":
         raise typer.BadParameter("is empty: give the store's directory")
-    return Path(value) if value is not None else None
+    return value
 
 
 @app.callback()
@@ -161,7 +161,7 @@ def root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
-    state.home, state.embedder, state.quiet, state._service = home, embedder, quiet, None  # type: ignore[assignment]
+    state.home, state.embedder, state.quiet, state._service = Path(home) if home else None, embedder, quiet, None
     state.store, state.pooled = store, False
     if redact:
         os.environ["MEM_REDACT"] = "1"
