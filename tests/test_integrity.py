@@ -245,7 +245,6 @@ def test_damage_is_detected_named_and_salvaged(home, what):
 
 def test_a_damaged_index_is_never_loaded_and_search_falls_back_to_exact(home, monkeypatch):
     from a2e_mem.backends.files import search
-
     from a2e_mem.ops import diversify
 
     monkeypatch.setattr(search, "EXACT_MAX", 0)  # search these 30 checkpointed rows through the index
