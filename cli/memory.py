@@ -104,7 +104,7 @@ def store(
         entries = with_options(read_ndjson(sys.stdin.buffer), given)  # bytes: a bad byte is named as import names it
     else:
         value = parse_value(content, "CONTENT")
-        entry_key = parse_key(key or []) or default_key(value)
+        entry_key = parse_key(key or []) or default_key(value, scope(namespace, agent, session).namespace)
         entries = [
             {
                 "key": entry_key,
@@ -153,12 +153,12 @@ def with_options(entries: list, given: dict) -> list:  # type: ignore[type-arg]
     return entries
 
 
-def default_key(content: object) -> dict[str, str]:
-    """A hash of the content (see `content_key`); redaction on from `--redact` / `MEM_REDACT`."""
-    from a2e_mem.config import env_flag
+def default_key(content: object, namespace: str) -> dict[str, str]:
+    """A hash of the content (see `content_key`), redacted when the namespace's store redacts
+    (`--redact`, `MEM_REDACT`, `config.json`), as the Python API's `store` makes it."""
     from a2e_mem.ops.a2e import content_key
 
-    return content_key(content, env_flag("MEM_REDACT"))
+    return content_key(content, state.service.config.for_namespace(namespace).redact)
 
 
 def read_ndjson(stream) -> list[dict]:  # type: ignore[no-untyped-def]

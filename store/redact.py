@@ -4,8 +4,9 @@
 What counts as secret-shaped: private key blocks, JSON Web Tokens, well-known API key formats
 (OpenAI/Anthropic `sk-...`, GitHub `ghp_`/`gho_`/`github_pat_`, Slack `xox?-`, AWS `AKIA...`,
 Google `AIza...`, Stripe `sk_live_`/`rk_live_`), bearer tokens, the value of any
-`password`/`secret`/`token`/`api_key`-style assignment, and long opaque hex or base64 runs. Each
-match becomes `[REDACTED]`; the rest of the text is kept, so the memory stays useful.
+`password`/`secret`/`token`/`api_key`-style assignment, and long opaque hex or base64 runs; in
+JSON, also the text or number of a member so named (`{"password": "hunter22"}`). Each match
+becomes `[REDACTED]`; the rest of the text is kept, so the memory stays useful.
 """
 
 from __future__ import annotations
@@ -40,12 +41,25 @@ def redact_text(text: str) -> str:
     return _SECRET.sub(MASK, text)
 
 
+# a member named so holds a secret whatever it looks like: {"password": "hunter22"}
+_SECRET_NAME = re.compile(
+    r"(?i)^(?:.*[_-])?(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|client[_-]?secret|auth)$"
+)
+
+
 def redact(value: Any) -> Any:
-    """`value` (any JSON) with every secret-shaped string masked; keys of objects are kept."""
+    """`value` (any JSON) with every secret-shaped string masked, and every text or number of a
+    member named like a secret (`password`, `db_password`, `api-key`, `token`, ...); keys of
+    objects are kept."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {k: redact(v) for k, v in value.items()}
+        return {k: MASK if _secret_member(k, v) else redact(v) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
     return value
+
+
+def _secret_member(name: Any, value: Any) -> bool:
+    held = isinstance(value, (str, int, float)) and not isinstance(value, bool) and value != ""
+    return held and isinstance(name, str) and bool(_SECRET_NAME.match(name))

@@ -178,6 +178,38 @@ def test_redaction_before_storing_and_embedding(home, monkeypatch):
     assert stored["content"]["note"] == "deploy key [REDACTED]"
 
 
+def test_with_redaction_a_member_named_like_a_secret_is_masked_and_keys_follow_what_is_stored(home, monkeypatch):
+    """{"password": "abcd1234"} was kept in clear, and its default key hashed the JSON text
+    redacted as a whole, so {"password": "zzzz9999"} got the same key and replaced it: two
+    different stored contents, one key (outside audit T24, high)."""
+    from a2e_mem import Memory
+
+    monkeypatch.setenv("MEM_REDACT", "1")
+    with Memory(home) as m:
+        first = m.store({"user": "ana", "password": "abcd1234", "db_token": 42})
+        other = m.store({"user": "bob", "password": "zzzz9999"})
+        again = m.store({"user": "ana", "password": "other-secret", "db_token": 7})  # stored the same as first
+        found = {e["content"]["user"]: e for e in m.retrieve(limit=10)["entries"]}
+    assert first != other and first == again
+    assert found["ana"]["content"] == {"user": "ana", "password": "[REDACTED]", "db_token": "[REDACTED]"}
+    assert found["bob"]["content"]["password"] == "[REDACTED]"
+    on_disk = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    assert b"abcd1234" not in on_disk and b"zzzz9999" not in on_disk
+
+
+def test_the_cli_keys_a_text_as_the_api_does_when_config_json_redacts(home):
+    """`mem store TEXT` read only MEM_REDACT, so with `"redact": true` in config.json its key
+    hashed the secret and differed from the API's: one text, two entries (outside audit T24)."""
+    from a2e_mem import Memory
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text('{"redact": true}')
+    assert runner.invoke(app, ["store", "my token: abcd1234"]).exit_code == 0
+    with Memory(home) as m:
+        m.store("my token: abcd1234")
+        assert m.retrieve(limit=10)["total"] == 1
+
+
 def test_a_redacted_codebolt_write_answers_with_what_was_stored(home, monkeypatch):
     """The reply of a write is the stored record: it never echoes the secret it masked."""
     monkeypatch.setenv("MEM_REDACT", "1")

@@ -55,19 +55,18 @@ def content_key(content: Any, redacting: bool = False) -> dict[str, str]:
     never share one. Text is hashed as it is (as always: text stored before keeps its key); any
     other JSON value (and text starting with NUL) as a NUL byte then its sorted-key JSON, which
     no text hashed as it is starts with: the number 42 and the text "42", or {"a": 1} and the
-    text '{"a":1}', are two entries. With `redacting`, the redacted form is hashed, so that no
-    hash of a secret is stored."""
+    text '{"a":1}', are two entries. With `redacting`, the content as it will be stored (masked,
+    value by value) is hashed: no hash of a secret is kept, and two contents share a key only
+    when they are stored the same."""
     import hashlib
 
+    if redacting:
+        content = redact(content)
     try:
         as_text = isinstance(content, str) and not content.startswith("\x00")
         text = content if as_text else "\x00" + orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
     except orjson.JSONEncodeError as exc:  # not JSON: refused as the entry's validation would
         raise _not_storable("content", exc) from None
-    if redacting:
-        from ..redact import redact_text
-
-        text = redact_text(text)
     return {"hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
