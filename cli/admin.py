@@ -30,7 +30,8 @@ def demo(fmt: Format = None) -> None:
     service = state.service
     scope = service.scope("demo", "demo-agent")
     service.store(scope, [{**d, "tier": "semantic"} for d in DEMO])
-    note(f"stored {len(DEMO)} memories in namespace 'demo' under {service.home}")
+    where = getattr(service.backend, "url", None) or service.home  # a PostgreSQL store: its URL, password masked
+    note(f"stored {len(DEMO)} memories in namespace 'demo' in {where}")
     for query in DEMO_QUERIES:
         note(f"\n? {query}")
         entries = service.retrieve(scope, query=query, limit=2)["entries"]

@@ -403,6 +403,9 @@ def _written_time(value: str) -> float | None:
     of day written in it (the first one: "10:00-11:30" is 10:00), else at midnight; UTC unless a
     numeric offset follows the time ("+02:00" after a space, "GMT+2", "UTC-05:30"). Zone names
     ("EST") are not read: UTC."""
+    iso = re.match(ISO_PREFIX, value)
+    if iso is not None:  # "2023-05-08T14:00:00 CEST", "2023-05-08T14:00 (Mon)": ISO-8601, then words
+        return _seconds(iso.group())
     day = _leading_day(value)
     if day is None:
         return None
@@ -421,11 +424,12 @@ def _written_time(value: str) -> float | None:
 
 def _offset_after(tail: str) -> int:
     """Seconds east of UTC of the offset starting `tail`, 0 for none."""
-    found = re.match(NAMED_OFFSET, tail, re.IGNORECASE) or re.match(BARE_OFFSET, tail)
-    if found is None:
-        return 0
-    sign = -1 if found["sign"] == "-" else 1
-    return sign * (int(found["h"]) * 3600 + int(found["m"] or 0) * 60)
+    for pattern in OFFSETS:
+        found = re.match(pattern, tail, re.IGNORECASE)
+        if found is not None:
+            sign = -1 if found["sign"] == "-" else 1
+            return sign * (int(found["h"]) * 3600 + int(found["m"] or 0) * 60)
+    return 0
 
 
 # A time of day in a time field: "02:21", "1:56 pm", "13:56:00", "2pm"; not inside a version
@@ -433,8 +437,12 @@ def _offset_after(tail: str) -> int:
 _HALF = r"(?:\s*(?P<half>[ap])\.?m\b\.?)?"
 CLOCK = r"(?<![\w:+-])(?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?::(?P<second>[0-5]\d))?(?![\d:])" + _HALF
 HOUR_ONLY = r"(?<![\w:+-])(?P<hour>1[0-2]|0?[1-9])\s*(?P<half>[ap])\.?m\b\.?"
-NAMED_OFFSET = r"\s*(?:gmt|utc)\s*(?P<sign>[+-])(?P<h>[01]?\d)(?::?(?P<m>[0-5]\d))?\b"  # "GMT+2", "UTC-05:30"
-BARE_OFFSET = r"\s+(?P<sign>[+-])(?P<h>[01]\d):?(?P<m>[0-5]\d)\b"  # " +0200", " -05:30": hours and minutes
+OFFSETS = (  # what follows a time of day as its offset; "10:00-11:30" is a range, "-12 people" no offset
+    r"\s*(?:gmt|utc)\s*(?P<sign>[+-])(?P<h>[01]?\d)(?::?(?P<m>[0-5]\d))?\b",  # "GMT+2", "UTC-05:30"
+    r"\s+(?P<sign>[+-])(?P<h>[01]\d):?(?P<m>[0-5]\d)\b",  # " +0200", " -05:30": hours and minutes
+    r"\s*(?P<sign>\+)(?P<h>[01]\d)(?::?(?P<m>[0-5]\d))?\b",  # "+02:00", " +02": a plus, even attached
+)
+ISO_PREFIX = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d(?::?\d\d)?)?(?![\d:])"
 
 
 def _leading_day(text: str) -> int | None:

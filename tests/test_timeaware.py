@@ -122,6 +122,12 @@ def test_an_entry_time_is_its_date_field_then_a_leading_date_then_created_at():
         ("8 May 2023, 10:30 -12 people", "2023-05-08T10:30:00"),
         ("8 May 2023 at 9 am (+01:00)", "2023-05-08T09:00:00"),  # the first time, not the offset
         ("8 May 2023 v1:20 release", "2023-05-08T00:00:00"),  # a version is no time
+        ("8 May 2023 14:00+02:00", "2023-05-08T12:00:00"),  # a plus offset, attached (audit T24)
+        ("8 May 2023 2:00pm+02:00", "2023-05-08T12:00:00"),
+        ("8 May 2023 14:00 +02", "2023-05-08T12:00:00"),
+        ("2023-05-08T14:00:00 CEST", "2023-05-08T14:00:00"),  # ISO-8601, then words (was no date)
+        ("2023-05-08T14:00:00+02:00 (CEST)", "2023-05-08T12:00:00"),
+        ("2023-05-08T14:00 (Mon)", "2023-05-08T14:00:00"),
     ],
 )
 def test_a_time_field_written_as_text_keeps_its_time_of_day(written, iso):
