@@ -39,9 +39,18 @@ def invalid_input(message: str) -> NoReturn:
 
 def unreadable(name: str, exc: OSError) -> NoReturn:
     """A file (or stdin) that cannot be read: not found (exit 3) when it is not there, as the
-    Python API's `NotFound`; invalid input (exit 4) otherwise (a folder, no permission)."""
-    code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_INVALID
+    Python API's `NotFound`; a closed stdin a runtime error (exit 1), as wherever it is read;
+    invalid input (exit 4) otherwise (a folder, no permission)."""
+    from .streams import StdinClosed
+
+    code = EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else 1 if isinstance(exc, StdinClosed) else EXIT_INVALID
     raise CliError(f"cannot read {name}: {exc.strerror or exc}", code)
+
+
+def unwritable(exc: OSError) -> NoReturn:
+    """Stdout that refused the output (a full device, a descriptor not open for writing): what
+    the command did stands (a write is stored), only its answer is lost; exit 1."""
+    raise CliError(f"cannot write the output: {exc.strerror or exc}; what the command did stands", 1)
 
 
 def report(exc: BaseException) -> int:
@@ -52,6 +61,8 @@ def report(exc: BaseException) -> int:
 
     if os.environ.get("MEM_DEBUG"):
         traceback.print_exception(exc)
+    while len(getattr(exc, "exceptions", ())) == 1:  # an exception group of one (serve-mcp's task group)
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
     if isinstance(exc, (CliError, MemError)):
         code, message = exc.exit_code, exc.message
     elif isinstance(exc, OSError):

@@ -19,7 +19,7 @@ from typer.core import TyperGroup
 
 from . import streams
 from .context import state
-from .errors import EXIT_PIPE
+from .errors import EXIT_PIPE, CliError, report, unwritable
 
 # name -> (module, attribute): a command function, or a Typer group
 COMMANDS = {
@@ -216,6 +216,11 @@ def run() -> None:
         sys.stdout.flush()
     except BrokenPipeError:  # `mem ... --format json | head -c 10`: the reader left before the end
         code = code or EXIT_PIPE  # as when it leaves mid-NDJSON (`invoke`): quietly, 141
+    except OSError as exc:  # `>/dev/full`: the answer is lost, not what the command did
+        try:
+            unwritable(exc)
+        except CliError as error:
+            code = code or report(error)
     with contextlib.suppress(BrokenPipeError):
         sys.stderr.flush()
     os._exit(code or 0)

@@ -130,10 +130,10 @@ def claim_stdin() -> tuple[BinaryIO, Callable[[], None]]:
     """The request stream: a private copy of fd 0, while fd 0 itself reads the null device (as
     the SDK does with a stdin it claims), so that nothing else in the process, nor a child,
     takes bytes of a request. The copy is never closed: a worker thread may still read it."""
-    from .streams import stdin_closed
+    from .streams import StdinClosed, stdin_closed
 
     if stdin_closed():  # fd 0 is the null device then (`streams.py`): no request would ever come
-        raise OSError("standard input is closed")
+        raise StdinClosed("standard input is closed")
     wire = os.dup(0)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)

@@ -13,6 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .errors import unwritable
+
 FORMATS = ("table", "json", "ndjson")
 TIME_FIELDS = {"created_at", "updated_at", "expires_at", "timestamp", "archived_at"}
 CELL_WIDTH = 60
@@ -98,12 +100,17 @@ def _write(text: str) -> None:
     head -c 10`) then ends the command with 141, as it does mid-NDJSON. CPython's one write of a
     large text that the pipe takes only in part returns without an error, the rest lost."""
     text += "\n"
-    if len(text) <= CHUNK:
-        sys.stdout.write(text)
-        return
-    for start in range(0, len(text), CHUNK):
-        sys.stdout.write(text[start : start + CHUNK])
-        sys.stdout.flush()
+    try:
+        if len(text) <= CHUNK:
+            sys.stdout.write(text)
+            return
+        for start in range(0, len(text), CHUNK):
+            sys.stdout.write(text[start : start + CHUNK])
+            sys.stdout.flush()
+    except BrokenPipeError:
+        raise  # the reader left: 141, quietly (`main.py`)
+    except OSError as exc:
+        unwritable(exc)
 
 
 def _json(rows: list[dict[str, Any]], fmt: str) -> None:

@@ -16,6 +16,10 @@ import sys
 from typing import Any
 
 
+class StdinClosed(OSError):
+    pass
+
+
 class ClosedInput(io.RawIOBase):
     """What a command reads from a closed stdin: an error."""
 
@@ -23,7 +27,7 @@ class ClosedInput(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        raise OSError("standard input is closed")
+        raise StdinClosed("standard input is closed")
 
 
 def guard_closed() -> None:

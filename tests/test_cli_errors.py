@@ -383,3 +383,32 @@ def test_a_closed_stderr_drops_the_notes_and_the_command_runs(home):
     assert stored.returncode == 0 and b'"stored":true' in stored.stdout
     assert run("get", "nokey").returncode == 3
     assert MemoryService(home).retrieve(MemoryService(home).scope("default", "default"), tier="semantic")["total"] == 1
+
+
+def test_output_that_cannot_be_written_says_the_command_did_its_work(home):
+    """`mem store x >/dev/full` said only '[Errno 28] No space left on device', yet the entry was
+    stored (outside audit T24): a script must know not to store it again under another key."""
+    with open(os.devnull if not os.path.exists("/dev/full") else "/dev/full", "wb") as full:
+        out = subprocess.run(
+            [sys.executable, "-m", "a2e_mem.cli.main", "--home", str(home), "store", "-t", "semantic", "kept"],
+            stdout=full, stderr=subprocess.PIPE, timeout=60,
+        )  # fmt: skip
+    err = out.stderr.decode()
+    assert out.returncode == 1 and "cannot write the output" in err and "stands" in err, err
+    assert err.count("\n") == 1
+    svc = MemoryService(home)
+    assert svc.retrieve(svc.scope("default", "default"), tier="semantic")["total"] == 1
+
+
+def test_an_exception_group_of_one_is_reported_as_its_one_exception(capsys):
+    """serve-mcp's task group wrapped a full stdout as 'ExceptionGroup: unhandled errors in a
+    TaskGroup (1 sub-exception)' (outside audit T24)."""
+    from a2e_mem.cli.errors import report
+
+    class Group(Exception):  # what anyio raises, without needing Python 3.11's ExceptionGroup
+        def __init__(self, inner: BaseException) -> None:
+            super().__init__("unhandled errors in a TaskGroup (1 sub-exception)")
+            self.exceptions = (inner,)
+
+    assert report(Group(Group(OSError(errno.ENOSPC, "No space left on device")))) == 1
+    assert capsys.readouterr().err == "mem: error: [Errno 28] No space left on device\n"
