@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import orjson
@@ -331,3 +332,51 @@ def test_gc_reports_the_same_fields_on_both_backends(service):
     assert set(report) == {"shards", "checkpointed_shards", "merges", "waited_for_running"}
     assert report["shards"] >= 1 and report["checkpointed_shards"] >= 1
     assert all(isinstance(v, int) for v in report.values())
+
+
+def test_a_reindex_killed_half_way_is_healed_by_gc_and_said_meanwhile(home, monkeypatch):
+    """A `mem reindex` killed (kill -9) after store.json named the new embedder left shards with
+    vectors of the old one: found by words only, without a word, until `doctor --repair` (outside
+    audit Z24). A shard meeting them says so, and `mem gc` re-embeds them."""
+    from a2e_mem.backends.files import maintenance
+
+    monkeypatch.delenv("MEM_EMBEDDER")
+    svc = MemoryService(home, embedder="hash:32")
+    for ns in ("one", "two"):
+        svc.store(svc.scope(ns, "a"), [entry(i, f"deploy keys rotate {i} {ns}", "semantic") for i in range(5)])
+    svc.checkpoint(force=True)
+    svc.close()
+    real, calls = maintenance._replace_checkpoint, []
+
+    def killed_after_one(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt  # as kill -9 would leave it: the rest not reached
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(maintenance, "_replace_checkpoint", killed_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        MemoryService(home).reindex("hash:64")
+    monkeypatch.setattr(maintenance, "_replace_checkpoint", real)
+    said: list[str] = []
+    heard = logging.Handler()
+    heard.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("mem").addHandler(heard)  # mem's own logger does not propagate (caplog)
+    try:
+        fresh = MemoryService(home)  # the store's embedder: hash:64, recorded first
+        vectors = [
+            fresh.retrieve(fresh.scope(ns, "a"), query="deploy keys", explain=True)["entries"][0]["explain"]["vector"]
+            for ns in ("one", "two")
+        ]
+    finally:
+        logging.getLogger("mem").removeHandler(heard)
+    assert 0.0 in vectors and any("vectors of another embedder" in line for line in said), said
+    assert any("dimension" in f["problem"] for f in fresh.doctor())
+    fresh.gc()
+    healed = MemoryService(home)
+    assert healed.doctor() == []
+    for ns in ("one", "two"):
+        assert (
+            healed.retrieve(healed.scope(ns, "a"), query="deploy keys", explain=True)["entries"][0]["explain"]["vector"]
+            > 0
+        )

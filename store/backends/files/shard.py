@@ -51,6 +51,7 @@ import orjson
 
 from ...embed import decode_vector
 from ...errors import Damaged
+from ...log import logger
 from ...paths import ensure_dir, write_atomic
 from ...schemas import Schema
 from ..base import Candidates, Filters, Scope
@@ -63,6 +64,7 @@ WAL = "wal-{:08d}.ndjson"
 SEG = "seg-{:08d}"
 DESCRIPTOR = "shard.json"
 DAMAGED = "damaged-"  # prefix of a journal with damaged lines that a checkpoint kept aside
+_TOLD_FOREIGN: set[Path | None] = set()  # shards whose vectors of another embedder were warned of
 _NAME = re.compile(r"^(wal|seg)-(\d{8})(?:-(\d{8}))?(\.ndjson)?$")
 
 Range = tuple[int, int]  # (lo, hi): the journal generations a segment covers
@@ -288,6 +290,13 @@ class Shard(Scope):
         self.next_expiry = min((float(seg.expires.min()) for seg in segs if seg.n), default=math.inf)
         # records whose vectors have another dimension (not searchable by vector; see above)
         self.foreign_vectors = sum(seg.n for seg in segs if self.dim and int(seg.meta["dim"]) != self.dim)
+        if self.foreign_vectors and self.folder not in _TOLD_FOREIGN:
+            _TOLD_FOREIGN.add(self.folder)
+            logger("shard").warning(
+                "%d records of %s have vectors of another embedder than the store's (a `mem reindex` under way "
+                "or stopped): found by words only until it ends, or `mem gc` re-embeds them",
+                self.foreign_vectors, self.folder,
+            )  # fmt: skip
 
     # -- writing ----------------------------------------------------------------------------
 
