@@ -387,3 +387,29 @@ def test_a_file_written_over_under_a_running_process_is_named_when_a_read_meets_
             svc.retrieve(scope, query=f"alpha note w{i}", tier="semantic")
             svc.retrieve(scope, keys=[{"n": i}], tier="semantic")
     svc.close()
+
+
+def test_a_journal_cut_under_a_running_process_is_named_and_read_anew(home, monkeypatch):
+    """A serve-stdio whose journal another program cut answered every later write 'storage
+    error: Invalid argument', naming no file, until another process wrote (outside audit Z24)."""
+    import logging
+
+    monkeypatch.setenv("MEM_CHECKPOINTS", "off")
+    svc = MemoryService(home)
+    scope = svc.scope("t", "ag")
+    for key in "abc":
+        svc.store(scope, [{"key": {"id": key}, "content": f"value {key}", "tier": "episodic"}])
+    (wal,) = home.rglob("wal-*.ndjson")
+    os.truncate(wal, wal.stat().st_size - 20)  # into the last line: c's
+    said: list[str] = []
+    heard = logging.Handler()
+    heard.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("mem").addHandler(heard)
+    try:
+        svc.store(scope, [{"key": {"id": "d"}, "content": "value d", "tier": "episodic"}])
+    finally:
+        logging.getLogger("mem").removeHandler(heard)
+    assert any(str(wal) in line and "cut from it by another program" in line for line in said), said
+    keys = {e["key"]["id"] for e in svc.retrieve(scope, limit=10)["entries"]}
+    assert keys == {"a", "b", "d"}  # c was cut away by hand: named, not kept
+    assert {e["key"]["id"] for e in MemoryService(home).retrieve(scope, limit=10)["entries"]} == keys

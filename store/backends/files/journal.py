@@ -169,8 +169,25 @@ class Journal:
         return os.fstat(self._open()).st_size
 
     def unlinked(self) -> bool:
-        """Whether the file read and appended to is no longer in the shard (deleted with it)."""
-        return self._fd is not None and os.fstat(self._fd).st_nlink == 0
+        """Whether the file read and appended to is no longer in the shard (deleted with it), or
+        no longer holds what this process read of it (cut by another program: `cut_under_us`)."""
+        if self._fd is None:
+            return False
+        stat = os.fstat(self._fd)  # one system call: a refresh asks this of every journal
+        return stat.st_nlink == 0 or self._cut_under_us(stat.st_size)
+
+    def _cut_under_us(self, size: int) -> bool:
+        """Whether the file is shorter than what this process read or wrote of it: lines it had
+        (acknowledged ones among them) were cut by another program, which no writer of mem does.
+        Said, naming the file; the shard then reads its folder anew (`Shard.refresh`)."""
+        held = max(self.offset, self._written)
+        if size >= held:
+            return False
+        logger("journal").error(
+            "%s is shorter (%d bytes) than this process read or wrote of it (%d): lines were cut from it by "
+            "another program; reading it anew, run `mem doctor`", self.path, size, held,
+        )  # fmt: skip
+        return True
 
     def __del__(self) -> None:  # a shard forgotten rather than closed (see Engine.sync_store)
         with contextlib.suppress(Exception):
