@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         NotFound,
         Record,
         Retrieved,
+        RoleRefused,
         Session,
         StoreMismatch,
         StoreResult,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Memory", "Session", "Entry", "Retrieved", "StoreResult", "Record", "Key",
     "MemError", "NotFound", "InvalidInput", "Conflict", "MemoryFull", "Unauthorized",
-    "StoreMismatch", "StoreUnavailable", "Damaged", "Closed",
+    "StoreMismatch", "StoreUnavailable", "RoleRefused", "Damaged", "Closed",
 ]  # fmt: skip
 
 

@@ -57,6 +57,7 @@ MemoryFull         memory_full         5          a namespace or entry size limi
 Unauthorized       unauthorized        6          the policy forbids it (semantic writers)
 StoreMismatch      runtime_error       1          vectors made by another embedder: `reindex`
 StoreUnavailable   runtime_error       7          the database is down or refuses us
+RoleRefused        unauthorized        6          a PostgreSQL role may not (`reindex` as an agent)
 Damaged            runtime_error       1          a file failed its checksum: `doctor(repair)`
 Closed             runtime_error       1          a call on a `Memory` closed already (or its views)
 =================  ==================  =========  ===============================================
@@ -89,6 +90,7 @@ from .errors import (
     MemError,
     MemoryFull,
     NotFound,
+    RoleRefused,
     StoreMismatch,
     StoreUnavailable,
     Unauthorized,
@@ -953,6 +955,6 @@ class Graph(_Group):
 
 
 ERRORS: tuple[type[MemError], ...] = (  # the exceptions of the table above, in its order
-    MemError, NotFound, InvalidInput, Conflict, MemoryFull, Unauthorized, StoreMismatch, StoreUnavailable, Damaged,
-    Closed,
+    MemError, NotFound, InvalidInput, Conflict, MemoryFull, Unauthorized, StoreMismatch, StoreUnavailable,
+    RoleRefused, Damaged, Closed,
 )  # fmt: skip
