@@ -45,7 +45,7 @@ class MemoryService(DocumentTools, EpisodeTools, PersistentTools, GraphTools):
         self.config = load_config(self.home)
         url = store if store is not None else self.config.store
         self.backend: Backend = open_backend(url, self.home, embedder, checkpoints, pooled)
-        self.backend.redact = self.config.base.redact
+        self.backend.redacts = lambda namespace: self.config.for_namespace(namespace).redact
         self.a2e = A2E(self.backend, self.config)
         self.backend.check_room = self.a2e.check_room  # codebolt records count toward the limits too
         self.backend.record_limit = lambda namespace: self.config.for_namespace(namespace).max_entry_bytes

@@ -380,3 +380,29 @@ def test_a_reindex_killed_half_way_is_healed_by_gc_and_said_meanwhile(home, monk
             healed.retrieve(healed.scope(ns, "a"), query="deploy keys", explain=True)["entries"][0]["explain"]["vector"]
             > 0
         )
+
+
+def test_a_namespace_s_own_redact_setting_covers_every_kind_of_record(home):
+    """config.json's per-namespace "redact" was honoured by A2E entries only: key-value pairs,
+    JSON, markdown, episodic events and LangGraph items went by the store-wide setting, the
+    secret kept in clear on disk (outside audit U24, high); the other way round, a namespace
+    that turned it off still had them masked."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text('{"redact": false, "namespaces": {"team": {"redact": true}}}')
+    secret = "sk-ant-" + "x" * 30
+    svc = MemoryService(home)
+    for ns in ("team", "open"):
+        svc.store(svc.scope(ns, "a"), [entry("e", f"api_key={secret}", "semantic")])
+        svc.memory_set("k", f"api_key={secret}", namespace=ns)
+        svc.memory_json_save({"note": "x", "password": "hunter22"}, namespace=ns)
+        svc.memory_markdown_save(f"token: {secret}", namespace=ns)
+        log = svc.episodic_memory_create("log", namespace=ns)["memoryId"]
+        svc.episodic_memory_append_event(
+            log, {"event_type": "t", "emitting_agent_id": "a", "payload": f"api_key={secret}"}, namespace=ns
+        )
+    svc.checkpoint(force=True)
+    svc.close()
+    for ns, masked in (("team", True), ("open", False)):
+        (folder,) = [p.parent for p in home.glob("ns/*/namespace.json") if f'"{ns}"' in p.read_text()]
+        on_disk = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+        assert (secret.encode() in on_disk) is not masked and (b"hunter22" in on_disk) is not masked, ns

@@ -189,7 +189,9 @@ class Backend(ABC):
             check_embedder_name(self.wanted_embedder)
         self._embedder: Embedder | None = None
         self.epoch = 0  # how many times another process's reindex changed the embedder under us
-        self.redact = False  # mask secret-shaped strings in records (set from the config)
+        # namespace -> whether its records are masked (`redact`, store-wide or the namespace's
+        # own in config.json); set by MemoryService
+        self.redacts: Callable[[str], bool] = lambda namespace: False
         self.read_only = False  # `serve-mcp --read-only`: write nothing at all
         # (namespace, records added, bytes grown) -> raises memory_full; set by MemoryService
         self.check_room: Callable[[str, int, int], None] | None = None

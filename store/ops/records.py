@@ -140,8 +140,9 @@ class Collection:
     def _recs(self, docs: Any) -> list[Doc]:
         recs = []
         limit = self._size_limit()
+        redacting = self.backend.redacts(self.namespace)  # the namespace's setting, as for A2E entries
         for doc in docs:
-            if self.backend.redact:  # before anything is stored or embedded; ids and keys are kept
+            if redacting:  # before anything is stored or embedded; ids and keys are kept
                 self._redact_in_place(doc)
             size = serialised_size(doc)
             check_finite(doc, "value")
