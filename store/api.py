@@ -185,6 +185,23 @@ def _items(given: Any, what: str = "tags") -> list[Any]:
         raise InvalidInput(f"{what} must be a string or a list, not {type(given).__name__}") from None
 
 
+def _lines(given: Any, what: str = "lines") -> list[str | bytes]:
+    """Lines of text: a list of strings or bytes, or one text (its lines); `InvalidInput` for
+    anything else (a number, a list of numbers)."""
+    if isinstance(given, (str, bytes)):
+        return list(given.splitlines())
+    lines = _items(given, what)
+    if not all(isinstance(line, (str, bytes)) for line in lines):
+        raise InvalidInput(f"{what} must be strings or bytes, one line each")
+    return lines
+
+
+def _callback(value: Any, name: str) -> Any:
+    if value is not None and not callable(value):
+        raise InvalidInput(f"{name} must be a function or None, not {type(value).__name__}")
+    return value
+
+
 class _Guard:
     """The lock and the open or closed state of one open store, shared by its `Memory`, the
     views, groups and sessions made from it: the store's engine is not thread-safe (the shard
@@ -289,7 +306,7 @@ class _Tiers:
         is refused as a whole only when none could be stored for lack of room or permission).
         An entry without a `tier` goes to the episodic tier, as with `store`."""
         given = [{"tier": "episodic", **e} if isinstance(e, dict) else e for e in _items(entries, "entries")]
-        return cast(StoreResult, self.service.store(self._scope(), given, progress))
+        return cast(StoreResult, self.service.store(self._scope(), given, _callback(progress, "progress")))
 
     def retrieve(
         self,
@@ -487,7 +504,7 @@ class Memory(_Tiers):
     def import_records(self, lines: Iterable[bytes | str], dry_run: bool = False) -> dict[str, int]:
         """Upsert the lines of an export; counts what is new, changed and unchanged (`dry_run`:
         only counts)."""
-        return self.service.import_records(lines, _flag(dry_run, "dry_run"))
+        return self.service.import_records(_lines(lines), _flag(dry_run, "dry_run"))
 
     def import_from(self, path: str | Path, dry_run: bool = False) -> dict[str, int]:
         """`import_records` of an export file (`mem import FILE`)."""
@@ -937,7 +954,7 @@ class Graph(_Group):
 
     def read(self, limit: int | None = None, offset: int = 0) -> Record:
         """A page of entities (by name) and the relations among them: {entities, relations}."""
-        return self._service.kg_read_graph(limit, offset, namespace=self._ns)
+        return self._service.kg_read_graph(_count(limit, "limit"), _count(offset, "offset", False), namespace=self._ns)
 
     def open(self, names: Sequence[str]) -> Record:
         """The named entities and the relations among them."""
@@ -946,12 +963,14 @@ class Graph(_Group):
     def search(self, query: str, limit: int = SEARCH_LIMIT) -> Record:
         """Entities matching `query` (names, types, observations; by words and meaning) and the
         relations among them."""
-        return self._service.kg_search_nodes(query, limit, namespace=self._ns)
+        return self._service.kg_search_nodes(_text(query, "query"), _count(limit, "limit", False), namespace=self._ns)
 
     def import_jsonl(self, source: str | Path | Iterable[str]) -> dict[str, int]:
         """Import the MCP memory server's JSONL (a file path, or its lines): entities and relations."""
-        lines = _read_file(source).decode("utf-8").splitlines() if isinstance(source, (str, Path)) else source
-        return self._service.kg_import(lines, namespace=self._ns)
+        text = _read_file(source) if isinstance(source, (str, Path)) else source
+        return self._service.kg_import(
+            _lines(text.decode("utf-8") if isinstance(text, bytes) else text), namespace=self._ns
+        )
 
 
 ERRORS: tuple[type[MemError], ...] = (  # the exceptions of the table above, in its order

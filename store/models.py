@@ -34,6 +34,9 @@ Tag = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_clean_
 Key = Annotated[dict[str, Any], BeforeValidator(_key_dict)]
 
 
+MAX_TTL = (1 << 63) - 1  # seconds: what a signed 64-bit integer holds (10**30 failed deep in the write)
+
+
 class MemoryEntry(BaseModel):
     """A memory as a client sends it; timestamps are the host's (import keeps its own)."""
 
@@ -45,7 +48,7 @@ class MemoryEntry(BaseModel):
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     source: str = Field("", max_length=MAX_NAME)
     score: float = Field(1.0, ge=0.0, le=1.0, strict=True)
-    ttl: int = Field(0, ge=0, strict=True)
+    ttl: int = Field(0, ge=0, le=MAX_TTL, strict=True)  # a signed 64-bit count, as the CLI and the wire keep it
     created_at: float | None = None
     updated_at: float | None = None
 

@@ -562,3 +562,31 @@ def test_a_yes_or_no_argument_must_be_a_bool_and_others_their_type(memory):
     ]:
         with pytest.raises(InvalidInput, match=message):
             call()
+
+
+def test_arguments_the_audit_found_unchecked_are_invalid_input(memory):
+    """Each raised TypeError or AttributeError, and a ttl of 10**30 made store_many drop the
+    valid entries beside it (outside audit U24)."""
+    with pytest.raises(InvalidInput, match="ttl"):
+        memory.store("x", key="s", ttl=10**30)
+    done = memory.store_many([{"key": "a", "content": "ok"}, {"key": "b", "content": "no", "ttl": 10**30}])
+    assert done["stored"] == [{"key": "a"}] and done["errors"][0].startswith("entries[1]: ttl")
+    assert memory.store("y", key="far", ttl=2**63 - 1) == {"key": "far"}
+    log = memory.episodes.create("log")["memoryId"]
+    calls = [
+        lambda: memory.store_many([{"key": "c", "content": "x"}], progress=5),
+        lambda: memory.graph.read(offset="a"),
+        lambda: memory.graph.search(5),
+        lambda: memory.graph.import_jsonl(5),
+        lambda: memory.import_records([1, 2]),
+        lambda: memory.episodes.query(log, last_minutes=float("nan")),
+        lambda: memory.episodes.query(log, last_minutes=float("inf")),
+        lambda: memory.episodes.query(log, last_minutes=True),
+        lambda: memory.episodes.query(log, last_count=1.5),
+        lambda: memory.episodes.query(log, last_count=True),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInput):
+            call()
+    jsonl = b'{"type": "entity", "name": "A", "entityType": "p", "observations": []}'
+    assert memory.graph.import_jsonl(jsonl)["entities"] == 1  # bytes are lines of text

@@ -269,6 +269,20 @@ def test_an_edit_without_content_keeps_it_as_it_was(client, service):
     assert (found["content"], found["tags"]) == ("42", ["x"])
 
 
+def test_an_entry_with_any_ttl_the_store_takes_can_be_edited(client, service):
+    """An entry stored with a ttl over 1e10 s (`mem store --ttl 100000000000`) could not be
+    edited, not even its tags: the page sends its ttl back, and the view took at most 1e10
+    (outside audit U24); a ttl is taken exactly, up to the largest the store keeps."""
+    stored(service, entry({"topic": "far"}, "far away", ttl=10**11))
+    locator = {"tier": "episodic", "key": {"topic": "far"}}
+    done = client.post("/api/entry/edit", json={**locator, "tags": ["x"], "ttl": 10**11})
+    assert done.status_code == 200, done.text
+    assert client.post("/api/entry/edit", json={**locator, "ttl": 2**63 - 1}).status_code == 200
+    refused(client.post("/api/entry/edit", json={**locator, "ttl": 2**63}), 400)
+    [found] = service.retrieve(service.scope())["entries"]
+    assert (found["tags"], found["ttl"]) == (["x"], 2**63 - 1)
+
+
 def test_delete_forgets_the_one_entry(client, service):
     stored(service, entry({"topic": "tea"}, "green tea"), entry({"topic": "dog"}, "a dog"))
     assert client.post("/api/entry/delete", json={"tier": "episodic", "key": {"topic": "tea"}}).json() == {"deleted": 1}

@@ -33,6 +33,7 @@ from starlette.staticfiles import StaticFiles
 
 from a2e_mem import jsontext
 from a2e_mem.errors import InvalidInput, MemError, NotFound, os_failure
+from a2e_mem.models import MAX_TTL
 
 STATIC = Path(__file__).parent / "static"
 TOKEN_HEADER = "x-mem-token"
@@ -215,6 +216,14 @@ class Args:
         return number
 
     def integer(self, name: str, default: int, low: int, high: int) -> int:
+        raw = self.data.get(name, default)
+        raw = (raw[-1] if raw else default) if isinstance(raw, list) else raw
+        if isinstance(raw, str) and raw.strip().removeprefix("-").isdigit():
+            raw = int(raw)
+        if isinstance(raw, int) and not isinstance(raw, bool):  # exactly: a float loses digits past 2**53
+            if not low <= raw <= high:
+                raise InvalidInput(f"{name} must be between {low} and {high}")
+            return raw
         number = self.number(name, default, low, high)
         if number != int(number):
             raise InvalidInput(f"{name} must be a whole number")
@@ -311,7 +320,7 @@ class Api:
             "content": content,
             "tags": args.strings("tags") if "tags" in args.data else old["tags"],
             "score": args.number("score", old["score"], 0.0, 1.0),
-            "ttl": args.integer("ttl", old["ttl"], 0, 10**10),
+            "ttl": args.integer("ttl", old["ttl"], 0, MAX_TTL),  # any ttl an entry may have
         }
         result = self.service.store(self.scope(args), [new])
         if result["errors"]:

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Any
@@ -140,8 +141,8 @@ class EpisodeTools:
                     found.append(event)
         found.sort(key=lambda e: (e["timestamp"], e["id"]))
         if last_count is not None:
-            if last_count < 0:
-                raise InvalidInput("lastCount must be >= 0")
+            if not isinstance(last_count, int) or isinstance(last_count, bool) or last_count < 0:
+                raise InvalidInput(f"lastCount must be a whole number >= 0, not {last_count!r}")
             found = found[len(found) - int(last_count) :] if last_count else []
         return [public_event(e) for e in found]
 
@@ -277,8 +278,9 @@ def _cutoff(last_minutes: float | None, since: str | None) -> float | None:
     """The earliest timestamp the filters allow, as Unix seconds."""
     bounds = []
     if last_minutes is not None:
-        if not isinstance(last_minutes, (int, float)) or last_minutes < 0:
-            raise InvalidInput("lastMinutes must be a number >= 0")
+        number = isinstance(last_minutes, (int, float)) and not isinstance(last_minutes, bool)
+        if not number or not math.isfinite(last_minutes) or last_minutes < 0:  # NaN passed `< 0` and kept all
+            raise InvalidInput(f"lastMinutes must be a finite number >= 0, not {last_minutes!r}")
         bounds.append(clock.now() - 60 * last_minutes)
     start = time_bound(since, "since", clock.now())
     if start is not None:

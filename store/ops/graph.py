@@ -132,7 +132,7 @@ class GraphTools:
             raise InvalidInput(f"limit must be 0..{MAX_LIMIT}")
         return self._subgraph(self._ranked_entities(query, limit, namespace), namespace, both_ends)
 
-    def kg_import(self, lines: Iterable[str], namespace: str = "default") -> dict[str, int]:
+    def kg_import(self, lines: Iterable[str | bytes], namespace: str = "default") -> dict[str, int]:
         """Load an MCP memory server JSONL file (entities first, so relations find their ends)."""
         entities: list[Any] = []
         relations: list[Any] = []
