@@ -84,6 +84,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 from . import clock
 from .backends.base import Filters, Scope
 from .errors import Closed
+from .models import MAX_TTL
 from .ops.records import Collection, Doc
 from .schemas import flatten_text
 from .service import MemoryService
@@ -302,13 +303,16 @@ def _check_page(limit: Any, offset: Any) -> None:
             raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
 
 
+MAX_TTL_MINUTES = MAX_TTL / 60  # an entry's ttl at most (`models.MAX_TTL`): 1e307 overflowed its expiry
+
+
 def _check_ttl(ttl: Any) -> None:
     """A put's `ttl`: None (no expiry) or a finite number of minutes > 0. A ValueError, as
     LangGraph's own checks of a put raise (and `InvalidNamespaceError` is one): 'x', '5' or NaN
     would be kept without expiring and 0 or -1 would expire the item at once, silently."""
     number = isinstance(ttl, (int, float)) and not isinstance(ttl, bool)
-    if ttl is not None and not (number and math.isfinite(ttl) and ttl > 0):
-        raise ValueError(f"ttl must be None or a finite number of minutes > 0, not {ttl!r}")
+    if ttl is not None and not (number and math.isfinite(ttl) and 0 < ttl <= MAX_TTL_MINUTES):
+        raise ValueError(f"ttl must be None or a number of minutes > 0 and <= {MAX_TTL_MINUTES:.0f}, not {ttl!r}")
 
 
 def _scope_rows(scope: Scope, now: float, qvec: Any, query: str) -> Iterable[tuple[float | None, Doc]]:

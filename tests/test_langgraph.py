@@ -580,7 +580,7 @@ def test_two_processes_writing_at_once_lose_nothing(home):
 # -- issue 14: the outside audit ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ttl", ["x", "5", [1], float("nan"), float("inf"), 0, -1, True])
+@pytest.mark.parametrize("ttl", ["x", "5", [1], float("nan"), float("inf"), 0, -1, True, 1e307])
 def test_a_ttl_that_is_not_a_finite_positive_number_of_minutes_is_refused(memstore, ttl):
     with pytest.raises(ValueError, match="ttl"):
         memstore.put(("t",), "k", {"v": 1}, ttl=ttl)
