@@ -406,3 +406,21 @@ def test_a_namespace_s_own_redact_setting_covers_every_kind_of_record(home):
         (folder,) = [p.parent for p in home.glob("ns/*/namespace.json") if f'"{ns}"' in p.read_text()]
         on_disk = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
         assert (secret.encode() in on_disk) is not masked and (b"hunter22" in on_disk) is not masked, ns
+
+
+def test_graph_writes_answer_with_what_was_stored_when_the_namespace_redacts(home):
+    """create_entities and add_observations echoed the secret the store masked (outside audit
+    V24); a masked observation added twice is one observation."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text('{"namespaces": {"sec": {"redact": true}}}')
+    secret = "sk-proj-" + "A" * 24
+    svc = MemoryService(home)
+    made = svc.kg_create_entities([{"name": "X", "entityType": "t", "observations": [secret]}], namespace="sec")
+    added = svc.kg_add_observations([{"entityName": "X", "contents": [f"o2 {secret}"]}], namespace="sec")
+    again = svc.kg_add_observations([{"entityName": "X", "contents": [f"o2 {secret}"]}], namespace="sec")
+    stored = svc.kg_open_nodes(["X"], namespace="sec")["entities"][0]
+    svc.close()
+    assert secret not in orjson.dumps([made, added]).decode()
+    assert made[0]["observations"] == stored["observations"][:1] == ["[REDACTED]"]
+    assert added[0]["addedObservations"] == ["o2 [REDACTED]"] and again[0]["addedObservations"] == []
+    assert stored["observations"] == ["[REDACTED]", "o2 [REDACTED]"]

@@ -20,6 +20,7 @@ from .. import clock
 from ..backends.base import Filters
 from ..errors import InvalidInput, NotFound, refuse_unknown
 from ..ndjson import objects
+from ..redact import redact
 from .documents import MAX_LIMIT, page
 from .records import Collection, Doc
 
@@ -47,9 +48,10 @@ class GraphTools:
         store = self._entities(namespace)
         with self.backend.lock(namespace):
             fresh = {e["name"]: e for e in map(_entity, _list(entities, "entities")) if store.get(e["name"]) is None}
-            if fresh:
-                store.put(*({"id": name, **e} for name, e in fresh.items()))
-        return list(fresh.values())
+            docs = [{"id": name, **e} for name, e in fresh.items()]
+            if docs:
+                store.put(*docs)  # masks them in place when the namespace redacts: the reply is what was stored
+        return [{k: v for k, v in doc.items() if k != "id"} for doc in docs]
 
     def kg_create_relations(
         self, relations: list[Any], namespace: str = "default", skip_dangling: bool = False
@@ -79,6 +81,8 @@ class GraphTools:
         with self.backend.lock(namespace):
             for item in items:
                 name, contents = _field(item, "entityName"), _strings(item.get("contents"), "contents")
+                if self.backend.redacts(namespace):  # compared and answered as they will be stored
+                    contents = [redact(c) for c in contents]
                 old = store.require(name, "entity")
                 new = [c for c in dict.fromkeys(contents) if c not in old["observations"]]
                 store.put({**old, "observations": old["observations"] + new})
