@@ -92,21 +92,24 @@ def _dumps(value: Any, indent: bool = False) -> str:
     return orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS).decode()
 
 
-CHUNK = 1 << 16  # characters written and flushed at a time
-
-
 def _write(text: str) -> None:
-    """`text` and a newline on stdout, a CHUNK at a time: a pipe's reader that leaves mid-way (`|
-    head -c 10`) then ends the command with 141, as it does mid-NDJSON. CPython's one write of a
-    large text that the pipe takes only in part returns without an error, the rest lost."""
+    """`text` and a newline on stdout. To a real descriptor it goes by `os.write` until all is
+    written: a pipe's reader that leaves mid-way (`| head -c 10`) then ends the command with 141,
+    as it does mid-NDJSON, whereas CPython's buffered write of a large text that the pipe takes
+    only in part returns without an error, the rest lost."""
     text += "\n"
     try:
-        if len(text) <= CHUNK:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a test's capture: no descriptor
+        fd = None
+    try:
+        if fd is None:
             sys.stdout.write(text)
             return
-        for start in range(0, len(text), CHUNK):
-            sys.stdout.write(text[start : start + CHUNK])
-            sys.stdout.flush()
+        sys.stdout.flush()  # what was printed before goes first
+        view = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+        while view:
+            view = view[os.write(fd, view) :]
     except BrokenPipeError:
         raise  # the reader left: 141, quietly (`main.py`)
     except OSError as exc:
