@@ -47,10 +47,10 @@ def unreadable(name: str, exc: OSError) -> NoReturn:
     raise CliError(f"cannot read {name}: {exc.strerror or exc}", code)
 
 
-def unwritable(exc: OSError) -> NoReturn:
+def output_lost(exc: OSError) -> CliError:
     """Stdout that refused the output (a full device, a descriptor not open for writing): what
     the command did stands (a write is stored), only its answer is lost; exit 1."""
-    raise CliError(f"cannot write the output: {exc.strerror or exc}; what the command did stands", 1)
+    return CliError(f"cannot write the output: {exc.strerror or exc}; what the command did stands", 1)
 
 
 def report(exc: BaseException) -> int:

@@ -19,7 +19,7 @@ from typer.core import TyperGroup
 
 from . import streams
 from .context import state
-from .errors import EXIT_PIPE, CliError, report, unwritable
+from .errors import EXIT_PIPE, output_lost, report
 
 # name -> (module, attribute): a command function, or a Typer group
 COMMANDS = {
@@ -217,10 +217,7 @@ def run() -> None:
     except BrokenPipeError:  # `mem ... --format json | head -c 10`: the reader left before the end
         code = code or EXIT_PIPE  # as when it leaves mid-NDJSON (`invoke`): quietly, 141
     except OSError as exc:  # `>/dev/full`: the answer is lost, not what the command did
-        try:
-            unwritable(exc)
-        except CliError as error:
-            code = code or report(error)
+        code = code or report(output_lost(exc))
     with contextlib.suppress(BrokenPipeError):
         sys.stderr.flush()
     os._exit(code or 0)

@@ -96,6 +96,7 @@ def store(
     tag = list(dict.fromkeys(tag or []))  # `--tag a --tag a` is one tag
     if content is None:
         usage_error("give the content, or - to read NDJSON entries from stdin")
+    where = scope(namespace, agent, session)
     if content == "-":
         given = {name: value for name, value in ctx.params.items() if _from_command_line(ctx, name)}
         given.update(tier=tier, tag=tag)  # --tier's default too, as --help shows it
@@ -104,7 +105,7 @@ def store(
         entries = with_options(read_ndjson(sys.stdin.buffer), given)  # bytes: a bad byte is named as import names it
     else:
         value = parse_value(content, "CONTENT")
-        entry_key = parse_key(key or []) or default_key(value, scope(namespace, agent, session).namespace)
+        entry_key = parse_key(key or []) or default_key(value, where.namespace)
         entries = [
             {
                 "key": entry_key,
@@ -117,7 +118,7 @@ def store(
             }
         ]
     with progress(f"storing {len(entries)} entries") as update:
-        result = state.service.store(scope(namespace, agent, session), entries, update if len(entries) > 1000 else None)
+        result = state.service.store(where, entries, update if len(entries) > 1000 else None)
     single = content != "-"  # one entry from the arguments: its refusal is the one line printed
     for error in result["errors"]:
         sys.stderr.write(f"mem: error: {error.removeprefix('entries[0]: ') if single else error}\n")

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import unwritable
+from .errors import output_lost
 
 FORMATS = ("table", "json", "ndjson")
 TIME_FIELDS = {"created_at", "updated_at", "expires_at", "timestamp", "archived_at"}
@@ -113,7 +113,7 @@ def _write(text: str) -> None:
     except BrokenPipeError:
         raise  # the reader left: 141, quietly (`main.py`)
     except OSError as exc:
-        unwritable(exc)
+        raise output_lost(exc) from None
 
 
 def _json(rows: list[dict[str, Any]], fmt: str) -> None:

@@ -70,7 +70,7 @@ from ...paths import fsync_dir, write_atomic
 from . import stamps
 from .journal import Journal
 from .locking import FileLock
-from .segment import Segment, id_hash, write_segment
+from .segment import id_hash, write_segment
 from .shard import DAMAGED, WAL, Shard, scan, seg_name, superseded
 
 # A checkpoint costs what the journals hold, but every reader replays the journals (~50 us an
@@ -211,13 +211,9 @@ def _first_rewritten(shard: Shard, now: float, full: bool) -> int:
     if full and (len(shard.segs) > 1 or (shard.segs and _holds_writes(shard))):
         return 0
     for i, seg in enumerate(shard.segs):
-        if shard.tombs[i] or shard.dead[i].any() or (seg.expires <= now).any() or _foreign(shard, seg):
+        if shard.tombs[i] or shard.dead[i].any() or (seg.expires <= now).any() or shard.foreign(seg):
             return i
     return len(shard.segs)
-
-
-def _foreign(shard: Shard, seg: Segment) -> bool:
-    return bool(seg.n and shard.dim and int(seg.meta["dim"]) != shard.dim)
 
 
 def _holds_writes(shard: Shard) -> bool:

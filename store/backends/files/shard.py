@@ -289,7 +289,7 @@ class Shard(Scope):
         # a lower bound of the records' expiry times: when it is past, something may need purging
         self.next_expiry = min((float(seg.expires.min()) for seg in segs if seg.n), default=math.inf)
         # records whose vectors have another dimension (not searchable by vector; see above)
-        self.foreign_vectors = sum(seg.n for seg in segs if self.dim and int(seg.meta["dim"]) != self.dim)
+        self.foreign_vectors = sum(seg.n for seg in segs if self.foreign(seg))
         if self.foreign_vectors and self.folder not in _TOLD_FOREIGN:
             _TOLD_FOREIGN.add(self.folder)
             logger("shard").warning(
@@ -297,6 +297,10 @@ class Shard(Scope):
                 "or stopped): found by words only until it ends, or `mem gc` re-embeds them",
                 self.foreign_vectors, self.folder,
             )  # fmt: skip
+
+    def foreign(self, seg: Segment) -> bool:
+        """Whether `seg` holds vectors of another dimension than the shard's (see above)."""
+        return bool(seg.n and self.dim and int(seg.meta["dim"]) != self.dim)
 
     # -- writing ----------------------------------------------------------------------------
 
