@@ -113,7 +113,8 @@ def delete_namespace(
     name: Annotated[str, typer.Argument(help="The namespace to delete, with everything in it.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a namespace and everything in it (asks first unless --yes)."""
+    """Delete a namespace and everything in it (asks first unless --yes). The working tier of a
+    session held by a running server lives in that process, and goes when the session does."""
     if not yes:
         if not sys.stdin.isatty():
             raise CliError("refusing to delete without confirmation: pass --yes", 2)
