@@ -57,11 +57,39 @@ COMMANDS = {
 ONE_THREAD_BLAS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def help_on_stderr(group: Any) -> None:
+    """Make `group` (and the groups under it), called without a subcommand, print its help to
+    stderr and exit 2: a missing subcommand is a usage error, and stdout carries data only
+    (`mem json | jq` must not feed the help to jq). `--help` still prints to stdout: asked for,
+    the help is the command's output. Typer's rich help prints as it renders, to sys.stdout of
+    the moment, so the rendering is redirected rather than the text moved."""
+    if not getattr(group, "no_args_is_help", False) or not hasattr(group, "commands"):
+        return
+    parse = group.parse_args
+
+    def parse_args(ctx: Any, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:
+            with contextlib.redirect_stdout(sys.stderr):
+                text = ctx.get_help()  # rich help prints itself and returns ""; plain click returns it
+            if text:
+                sys.stderr.write(text + "\n")
+            ctx.exit(2)
+        return parse(ctx, args)
+
+    group.parse_args = parse_args
+    for sub in group.commands.values():
+        help_on_stderr(sub)
+
+
 class MemGroup(TyperGroup):
     """The root command group: builds a command when it is needed, and turns any failure in
     a command into one stderr line and an exit code."""
 
     _built: dict[str, Any] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        help_on_stderr(self)
 
     def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return list(COMMANDS)
@@ -81,9 +109,6 @@ class MemGroup(TyperGroup):
         clicks = sys.modules[typer.BadParameter.__module__]
         try:
             code = super().main(*args, **{**kwargs, "standalone_mode": False})
-        except clicks.NoArgsIsHelpError as exc:  # `mem kg` alone: the help, as before
-            exc.show()
-            code = exc.exit_code
         except clicks.UsageError as exc:
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             sys.stderr.write(f"mem: error: {exc.format_message()}{where}\n")
@@ -192,6 +217,7 @@ def build(name: str) -> Any:
     command = typer.main.get_command(target)
     command.name = name
     guard_text_parameters(command, name)
+    help_on_stderr(command)
     return command
 
 

@@ -353,6 +353,20 @@ def test_an_empty_home_is_a_usage_error_not_the_current_directory(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [[], ["json"], ["episodic"], ["kg"], ["session"]])
+def test_a_missing_subcommand_is_a_usage_error_with_the_help_on_stderr(home, args):
+    """`mem json` alone printed its help to stdout (exit 2): a script piping it fed the help to
+    the next command (outside audit Q24, low). `--help`, asked for, stays on stdout."""
+    run = lambda *extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "a2e_mem.cli.main", *args, *extra],
+        env={**os.environ, "MEM_HOME": str(home)}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    alone = run()
+    assert alone.returncode == 2 and alone.stdout == "" and "Usage: mem" in alone.stderr, alone
+    asked = run("--help")
+    assert asked.returncode == 0 and "Usage: mem" in asked.stdout and asked.stderr == "", asked
+
+
 def test_a_line_that_is_not_utf8_is_said_so_not_a_surrogate(home):
     """orjson says "surrogates not allowed" for any byte that is not UTF-8 (outside audit Q24)."""
     bad = b'{"key":{"a":1},"content":"caf\xe9","tier":"semantic"}\n'
