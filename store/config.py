@@ -11,7 +11,10 @@
     }
 
 A namespace entry overrides the store-wide values for that namespace; `semantic_writers`, when
-set, lists the agents allowed to store into and forget from the namespace's semantic tier.
+set, lists the agents allowed to store into and forget from the namespace's semantic tier. One
+exception: redaction asked for by the environment (`MEM_REDACT=1`, or `--redact`, which sets it)
+holds in every namespace. It is a privacy control of the person running the command, and a
+namespace's `"redact": false` written in the file must not turn it off in silence.
 
 With a store URL (a database shared by several machines), each machine reads its own
 `config.json`: the limits are enforced by every client with the values it has, so machines of
@@ -54,11 +57,14 @@ class Config:
     base: Limits
     namespaces: dict[str, dict[str, Any]]
     store: str | None = None  # the store URL; None: files under the home folder
+    redact_forced: bool = False  # MEM_REDACT=1 (or --redact): no namespace turns redaction off
 
     def for_namespace(self, namespace: str) -> Limits:
         override = self.namespaces.get(namespace)
         if not override:
             return self.base
+        if self.redact_forced:
+            override = {**override, "redact": True}
         return replace(self.base, **override)
 
 
@@ -70,9 +76,11 @@ def load_config(home: Path) -> Config:
     path = home / "config.json"
     raw = read_config_file(path)
     values = {name: check_value(name, raw[name], f"{path}: {name}") for name in LIMIT_NAMES if name in raw}
-    values.update(env_limits())
+    from_env = env_limits()
+    values.update(from_env)
     check_other_variables()
-    return Config(Limits(**values), check_namespaces(raw.get("namespaces", {}), path), store_url(raw, path))
+    namespaces = check_namespaces(raw.get("namespaces", {}), path)
+    return Config(Limits(**values), namespaces, store_url(raw, path), redact_forced=from_env.get("redact") is True)
 
 
 def store_url(raw: dict[str, Any], path: Path) -> str | None:

@@ -408,6 +408,24 @@ def test_a_namespace_s_own_redact_setting_covers_every_kind_of_record(home):
         assert (secret.encode() in on_disk) is not masked and (b"hunter22" in on_disk) is not masked, ns
 
 
+def test_redaction_asked_by_the_environment_holds_in_a_namespace_that_turns_it_off(home, monkeypatch):
+    """MEM_REDACT=1 (what --redact sets) was overridden by a namespace's "redact": false in
+    config.json: the secret stored in clear though the person running mem asked for masking
+    (outside audit V24, low). The environment's redaction is a floor; without it, the namespace
+    still decides."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text('{"namespaces": {"open": {"redact": false, "max_entries": 10}}}')
+    secret = "sk-ant-" + "y" * 30
+    for forced in (True, False):
+        monkeypatch.setenv("MEM_REDACT", "1" if forced else "0")
+        svc = MemoryService(home)
+        assert svc.config.for_namespace("open").max_entries == 10  # the rest of the override holds
+        svc.store(svc.scope("open", "a"), [entry(f"e{forced}", f"api_key={secret}", "semantic")])
+        got = svc.retrieve(svc.scope("open", "a"), keys=[{"k": f"e{forced}"}])["entries"][0]["content"]
+        svc.close()
+        assert (secret in got) is not forced, (forced, got)
+
+
 def test_graph_writes_answer_with_what_was_stored_when_the_namespace_redacts(home):
     """create_entities and add_observations echoed the secret the store masked (outside audit
     V24); a masked observation added twice is one observation."""
