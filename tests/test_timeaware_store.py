@@ -122,6 +122,26 @@ def test_a_question_about_a_period_ranks_first_the_entry_that_mentions_a_date_in
     assert second["explain"]["time"]["gain"] == 0.0
 
 
+def test_the_time_gains_and_so_relevance_and_total_do_not_depend_on_limit(service):
+    """The time signal re-ranked the best max(limit, 50) candidates: an entry past the 50th by
+    relevance got its gain at limit 150 and none at limit 10, so its relevance, its place and
+    `total` under `min_score` changed with `limit` (outside audit C25, high). Only the best 50
+    move, whatever the limit."""
+    s = service.scope("ns", "agent")
+    filler = [
+        turn(f"f{i}", f"What did Ben do? Ben did the dishes and the laundry, round {i}", "2023-02-20")
+        for i in range(120)
+    ]
+    service.store(s, [*filler, turn("race", "Yesterday I ran my first half marathon", "2023-02-11")])
+    query = "What did Ben do on 10 February 2023?"  # 'Yesterday', said on 11 February, is in the period
+    found = service.retrieve(s, query=query, limit=150, explain=True)["entries"]
+    race = next(e for e in found if e["key"]["id"] == "race")
+    assert [e["key"]["id"] for e in found].index("race") >= 50 and race["explain"]["time"]["gain"] == 0.0
+    floor = race["relevance"] * 1.25  # under what a gain of 0.5 would lift it to
+    totals = {limit: service.retrieve(s, query=query, limit=limit, min_score=floor)["total"] for limit in (10, 60, 150)}
+    assert len(set(totals.values())) == 1, totals
+
+
 def test_a_date_word_used_as_a_plain_word_does_not_match_a_question_about_that_date(service):
     s = service.scope("ns", "agent")
     service.store(s, [turn("may", "Ana planted tomatoes in the garden", "2023-05-08")])
