@@ -102,6 +102,13 @@ def declared_container(kind: Any, value: Any) -> bool:
 # waiting forever. So `answering_stdio` reads the requests itself: a line the SDK's parser
 # refuses gets a JSON-RPC error carrying the line's id, as `serve-stdio` answers every line.
 # Writing stays the SDK's (`stdio_server`, which also keeps stray prints off stdout).
+#
+# Every request answered, also at the end of input. The SDK's loop ends when its read stream
+# does, and cancels the calls still running: a client that wrote its requests and closed stdin
+# (`printf ... | mem serve-mcp`) got no answer to them, though their writes were done. So the
+# read stream closes only once every request sent to the server has had its answer (or the
+# client cancelled it: `notifications/cancelled`, which the server never answers), as
+# `serve-stdio` answers every line before it exits.
 
 
 @asynccontextmanager
@@ -113,17 +120,73 @@ async def answering_stdio() -> AsyncIterator[tuple[Any, Any]]:
 
     wire, restore_stdin = claim_stdin()
     to_server, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    from_server, answered = anyio.create_memory_object_stream[SessionMessage | object](0)
     done = anyio.Event()
+    pending = Pending()
     try:
         async with stdio_server(stdin=no_lines(done)) as (_, write_stream):  # its reader gets no line
             try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(read_requests, anyio.wrap_file(wire), to_server, write_stream.clone())
-                    yield read_stream, write_stream
+                async with anyio.create_task_group() as tg, write_stream:  # its writer ends once all are closed
+                    tg.start_soon(read_requests, anyio.wrap_file(wire), to_server, write_stream.clone(), pending)
+                    tg.start_soon(pass_answers, answered, write_stream.clone(), pending)
+                    last = from_server.clone()  # the server may keep clones of its stream open
+                    yield read_stream, from_server
+                    async with last:
+                        await last.send(END)  # after the server's last answer: `pass_answers` passed it
             finally:
                 done.set()
     finally:
         restore_stdin()
+
+
+END = object()  # sent after the server's last message: `pass_answers` is done
+
+
+class Pending:
+    """The ids of the requests sent to the server and not answered yet (see above)."""
+
+    def __init__(self) -> None:
+        import anyio
+
+        self.ids: set[Any] = set()
+        self.changed = anyio.Event()
+
+    def add(self, rid: Any) -> None:
+        self.ids.add(rid)
+
+    def remove(self, rid: Any) -> None:
+        self.ids.discard(rid)
+        self.changed.set()
+
+    def close(self) -> None:
+        """No answer will come any more (the server's side ended): nothing to wait for."""
+        self.ids.clear()
+        self.changed.set()
+
+    async def drained(self) -> None:
+        """Return once every request sent has its answer."""
+        import anyio
+
+        while self.ids:
+            await self.changed.wait()
+            self.changed = anyio.Event()
+
+
+async def pass_answers(answered: Any, out: Any, pending: Pending) -> None:
+    """The server's messages to the client, each answer taking its request off `pending`."""
+    from mcp_types import JSONRPCError, JSONRPCResponse
+
+    try:
+        async with answered, out:
+            async for item in answered:
+                if item is END:
+                    return
+                await out.send(item)
+                message = getattr(item, "message", None)
+                if isinstance(message, (JSONRPCResponse, JSONRPCError)):
+                    pending.remove(message.id)
+    finally:
+        pending.close()
 
 
 def claim_stdin() -> tuple[BinaryIO, Callable[[], None]]:
@@ -148,12 +211,12 @@ async def no_lines(done: Any) -> AsyncIterator[str]:
     yield  # an async generator
 
 
-async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
+async def read_requests(wire: Any, to_server: Any, answers: Any, pending: Pending) -> None:
     """Each line to the server as the SDK's reader would send it, or, when the SDK's parser
     refuses it or reads a request as a notification, an error answer (or, without an id, a
-    line on stderr)."""
+    line on stderr). At the end of input, the server's stream ends once it answered them all."""
     from mcp.shared.message import SessionMessage
-    from mcp_types import INVALID_REQUEST, JSONRPCNotification, jsonrpc_message_adapter
+    from mcp_types import INVALID_REQUEST, JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
     from pydantic import ValidationError
 
     from a2e_mem.ndjson import without_bom
@@ -179,7 +242,12 @@ async def read_requests(wire: Any, to_server: Any, answers: Any) -> None:
                 # an id neither string nor integer (1.5, true, null): the SDK reads a notification
                 await send_error(answers, rid, INVALID_REQUEST, "the id must be a string or an integer")
                 continue
+            if isinstance(message, JSONRPCRequest):
+                pending.add(message.id)
+            elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+                pending.remove((message.params or {}).get("requestId"))  # never answered
             await to_server.send(SessionMessage(message))
+        await pending.drained()
 
 
 async def answer_unreadable(line: str, exc: Any, answers: Any) -> None:

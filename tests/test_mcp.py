@@ -1095,3 +1095,32 @@ def test_a_request_whose_id_is_no_string_nor_integer_is_answered_with_a_null_id(
     raw.send(b'{"jsonrpc":"2.0","id":3,"method":"ping"}')
     assert raw.answer() == {"jsonrpc": "2.0", "id": 3, "result": {}}
     raw.close()
+
+
+def test_calls_still_running_when_stdin_closes_are_answered_before_the_server_exits(home):
+    """A client that wrote its calls and closed stdin (`printf ... | mem serve-mcp`) got no
+    answer to those still running: the SDK's loop ended with its input and cancelled them,
+    though their writes were done (outside audit A25, medium). Every request is answered, then
+    the server exits 0."""
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *(
+            {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": "memory_set", "arguments": {"key": f"k{i}", "value": i}},
+            }
+            for i in range(1, 6)
+        ),
+        {"jsonrpc": "2.0", "id": 9, "method": "ping"},
+    ]
+    out = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
+        input="".join(json.dumps(line) + "\n" for line in lines), cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    answers = {answer["id"]: answer for answer in map(json.loads, out.stdout.splitlines())}
+    assert out.returncode == 0 and sorted(answers) == [0, 1, 2, 3, 4, 5, 9], (out.stdout, out.stderr)
+    assert all("result" in answers[i] and not answers[i]["result"].get("isError") for i in range(1, 6)), answers
