@@ -669,10 +669,17 @@ def strict_server(**settings: Any) -> Any:
                     refuse_unknown(arguments, tool.parameters.get("properties", {}), "argument")
                 except MemError as exc:
                     raise ToolError(f"Error executing tool {name}: {exc.code}: {exc.message}") from None
+                wrong = wrong_json_types(arguments, tool.parameters.get("properties", {}))
                 try:  # the SDK's own check says only pydantic's text, without the error's code
                     tool.fn_metadata.validate_arguments(arguments)
                 except ValidationError as exc:
-                    raise ToolError(f"Error executing tool {name}: schema_violation: {wrong_arguments(exc)}") from None
+                    wrong |= {where: clause for where, clause in wrong_arguments(exc).items() if where not in wrong}
+                if wrong:  # in the order of the tool's parameters
+                    order = list(tool.parameters.get("properties", {}))
+                    clauses = [
+                        wrong[k] for k in sorted(wrong, key=lambda k: order.index(k) if k in order else len(order))
+                    ]
+                    raise ToolError(f"Error executing tool {name}: schema_violation: {said(clauses)}")
             return await super().call_tool(name, arguments, context)
 
         async def run_stdio_async(self) -> None:
@@ -686,16 +693,57 @@ def strict_server(**settings: Any) -> Any:
     return StrictServer(**settings)
 
 
-def wrong_arguments(exc: Any) -> str:
-    """What is wrong with a tool call's arguments, one clause per argument (at most three):
+JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer())),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "null": lambda v: v is None,
+}  # arrays and objects: pydantic coerces nothing into them, and says what is wrong inside
+
+
+def wrong_json_types(arguments: dict[str, Any], properties: dict[str, Any]) -> dict[str, str]:
+    """The arguments whose JSON type is not the one the tool's schema publishes, by name, said
+    as `wrong_arguments` says them. The SDK validates in pydantic's lax mode, which takes "yes",
+    1 or "on" for a boolean and "5" for an integer: `memory_forget` with `"all": 1` emptied a
+    tier (outside audit A25), where `serve-stdio` and the Python API refuse it. A schema's JSON
+    type is what a client was told to send, so it is what is taken."""
+    return {
+        name: f"{name}: Input should be a valid {expected(properties[name])} (got {value!r:.60})"
+        for name, value in arguments.items()
+        if name in properties and not json_type_fits(value, properties[name])
+    }
+
+
+def json_type_fits(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether `value` has a JSON type `schema` takes (not checked here: arrays and objects)."""
+    if "anyOf" in schema:
+        return any(json_type_fits(value, branch) for branch in schema["anyOf"])
+    check = JSON_TYPES.get(schema.get("type", ""))
+    return check is None or check(value) or isinstance(value, (list, dict))
+
+
+def expected(schema: dict[str, Any]) -> str:
+    """The JSON types `schema` takes, in words: "integer", "string or null"."""
+    branches = schema.get("anyOf", [schema])
+    return " or ".join(dict.fromkeys(str(branch.get("type", "value")) for branch in branches))
+
+
+def wrong_arguments(exc: Any) -> dict[str, str]:
+    """What is wrong with a tool call's arguments, one clause per argument:
     `limit: Input should be a valid integer (got 'ten')`."""
-    clauses = []
-    for error in exc.errors(include_url=False)[:3]:
+    clauses: dict[str, str] = {}
+    for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"]) or "arguments"
         got = f" (got {error['input']!r:.60})" if error.get("type") != "missing" else ""
-        clauses.append(f"{where}: {error['msg']}{got}")
-    more = exc.error_count() - len(clauses)
-    return "; ".join(clauses) + (f"; and {more} more" if more > 0 else "")
+        clauses.setdefault(str(error["loc"][0]) if error["loc"] else where, f"{where}: {error['msg']}{got}")
+    return clauses
+
+
+def said(clauses: list[str]) -> str:
+    """At most three clauses, and how many more."""
+    more = len(clauses) - 3
+    return "; ".join(clauses[:3]) + (f"; and {more} more" if more > 0 else "")
 
 
 def build_server(service: Any, namespace: str, agent: str, read_only: bool, fixed_agent: bool = False) -> Any:

@@ -607,6 +607,14 @@ async def _wrong_types() -> None:
         assert "; limit: " in text and "errors.pydantic.dev" not in text
         await t.fails("memory_set", "schema_violation: key: Field required; value: Field required")
         assert (await t.ok("memory_set", key="k", value=1))["value"] == 1
+        # pydantic's lax mode took "yes", 1, "on" for a boolean: `"all": 1` emptied a tier (audit A25)
+        await t.ok("memory_store", entries=[{"key": {"k": "a"}, "content": "kept", "tier": "episodic"}])
+        for truthy in ("yes", 1, "1", "on", "true"):
+            text = await t.fails("memory_forget", "schema_violation: all: Input should be a valid boolean", all=truthy)
+            assert repr(truthy) in text
+        await t.fails("memory_retrieve", "schema_violation: limit: Input should be a valid integer", limit="5")
+        found = await t.ok("memory_retrieve", keys=[{"k": "a"}], limit=5.0)  # JSON Schema's integer: 5.0 is one
+        assert [e["content"] for e in found["entries"]] == ["kept"]
 
 
 # -- unknown arguments (audit items 18 and 21) ----------------------------------------------
