@@ -1132,3 +1132,23 @@ def test_calls_still_running_when_stdin_closes_are_answered_before_the_server_ex
     answers = {answer["id"]: answer for answer in map(json.loads, out.stdout.splitlines())}
     assert out.returncode == 0 and sorted(answers) == [0, 1, 2, 3, 4, 5, 9], (out.stdout, out.stderr)
     assert all("result" in answers[i] and not answers[i]["result"].get("isError") for i in range(1, 6)), answers
+
+
+def test_a_failed_call_writes_nothing_on_stderr_unless_mem_log_asks(home):
+    """The SDK logged every failed call at INFO on stderr, a four-line block, whatever MEM_LOG
+    said (outside audit A25, low): its level is MEM_LOG's, WARNING by default."""
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    call = {"name": "memory_get", "arguments": {"key": "nope"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call},
+    ]
+    for level, logged in (("", False), ("info", True)):
+        out = subprocess.run(
+            [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
+            input="".join(json.dumps(line) + "\n" for line in lines), cwd=REPO, capture_output=True, text=True,
+            timeout=120, env={**os.environ, "MEM_LOG": level},
+        )  # fmt: skip
+        assert out.returncode == 0 and '"isError":true' in out.stdout.replace(" ", ""), out
+        assert ("memory_get" in out.stderr) is logged, out.stderr
