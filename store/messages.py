@@ -49,7 +49,7 @@ class RetrieveRequest(SessionRequest):
     keys: list[Key] = Field(default_factory=list)
     query: str = ""
     tags: list[Tag] = Field(default_factory=list)
-    tier: Tier | Literal[""] = ""
+    tier: Literal["", "working", "episodic", "semantic"] = ""  # one literal: one error naming every choice
     limit: int = Field(10, ge=0, strict=True)  # over 1000: clamped, with a warning (A2E.retrieve)
     min_score: float = Field(0.0, ge=0.0, le=1.0, strict=True)
     # extension (issue 12): keep entries whose own time is in [since, until); ISO-8601 (see store/timeaware.py)

@@ -119,6 +119,14 @@ def test_schema_violation_lists_fields(proto):
     assert locs == {("limit",), ("min_score",)}
 
 
+def test_a_bad_tier_is_one_error_naming_every_choice(proto):
+    """A bad retrieve tier named pydantic's union branches (`tier.literal['working',...]`), one
+    error each (outside audit A25, low): one error, as MCP says it."""
+    resp = call(proto, "memory/retrieve/req", memory_id=init(proto), tier="cosmic")
+    assert [tuple(e["loc"]) for e in resp["detail"]["errors"]] == [("tier",)]
+    assert "tier: Input should be '', 'working', 'episodic' or 'semantic'" in resp["message"]
+
+
 def test_auth_secret_requires_a_valid_token(service):
     proto = Protocol(service, auth_secret="s3cret")
     assert call(proto, "memory/init/req", namespace="ns")["code"] == "unauthorized"
