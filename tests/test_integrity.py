@@ -365,6 +365,28 @@ def test_a_deleted_journal_after_a_checkpoint_is_never_repaired_as_nothing_lost(
     assert any(wal.name in f["repair"] and "unknown" in f["repair"] for f in outcome), outcome
 
 
+def test_a_deleted_journal_after_a_checkpoint_fails_reads_and_writes_naming_it(home):
+    """Reads answered without the writes of a deleted journal as if they had never been (exit 0,
+    "0 of 0 matching"), and the next write started a new journal in its place, after which
+    `mem doctor` said "store is healthy" (outside audit B25, medium). Both now fail naming it,
+    until `mem doctor --repair` rebuilds the shard (saying that what it held is lost)."""
+    shard = build(home)
+    (wal,) = [p for p in shard.glob("wal-*") if b'"doc":' in p.read_bytes()]
+    wal.unlink()
+    for args in (
+        ["retrieve", "-n", "proj", "-a", "alice", "-k", "k=0"],
+        ["store", "-n", "proj", "-t", "semantic", "new"],
+    ):
+        out = mem(home, *args)
+        err = out.stderr.decode()
+        assert out.returncode != 0 and wal.name in err and "mem doctor --repair" in err, (args, err)
+    assert not wal.exists()
+    assert mem(home, "doctor").returncode == 1
+    mem(home, "doctor", "--repair")
+    assert mem(home, "retrieve", "-n", "proj", "-a", "alice", "-k", "k=0").returncode == 0
+    assert mem(home, "doctor").returncode == 0
+
+
 @pytest.mark.parametrize("name", ["lex_rows.npy", "checksums.npy", "offsets.npy"])
 def test_a_file_written_over_under_a_running_process_is_named_when_a_read_meets_it(home, name):
     """Found by an outside audit: bytes flipped in place in a segment file that a running

@@ -206,8 +206,8 @@ def _replace_checkpoint(
     segs, wals = listing(folder)
     gen = max([0, *segs, *wals]) + 1
     descriptor = descriptor or shard_descriptor(folder) or recorded_descriptor(folder)
+    Journal.create(folder / WAL.format(gen + 1), gen + 1, descriptor)  # first: a segment never lands without it
     checkpoint.install_segment(folder, seg_name(1, gen), docs, vectors, schema, embedder, descriptor)
-    Journal.create(folder / WAL.format(gen + 1), gen + 1, descriptor)
     checkpoint.remove_replaced(folder)
     (folder / checkpoint.STATE).unlink(missing_ok=True)
 

@@ -176,6 +176,20 @@ def check_chain(folder: Path, newest: int, wals: list[int]) -> None:
         )
 
 
+def check_next_journal(folder: Path, newest: int, wals: list[int]) -> None:
+    """Raise `MissingCheckpoint` if segment generation `newest` has no journal after it: every
+    checkpoint (and merge, reindex or repair) starts `wal-<newest + 1>` before its segment lands,
+    and writers append to it, so without it the writes acknowledged since the checkpoint are gone.
+    Reading on would answer without them as if they had never been; writing would start a new
+    journal in its place and hide the loss from `mem doctor` too (outside audit B25)."""
+    if newest and (newest + 1) not in wals:
+        lost = folder / WAL.format(newest + 1)
+        raise MissingCheckpoint(
+            f"{lost} is missing: the writes acknowledged after the checkpoint are lost: run `mem doctor --repair`",
+            {"file": str(lost), "why": "missing"},
+        )
+
+
 def shadowed(segs: list[Segment]) -> list[np.ndarray]:
     """Per segment, the mask of rows that a newer segment shadows (holds the id as a record or
     a tombstone)."""
@@ -237,6 +251,7 @@ class Shard(Scope):
         chain, wals = segment_chain(self.folder)
         newest = chain[-1][1] if chain else 0
         check_chain(self.folder, newest, wals)
+        check_next_journal(self.folder, newest, wals)
         # A journal we know that is gone (deleted, or never opened before its folder was removed)
         # means the shard was deleted or replaced under us: start again from what is on disk.
         gone = any(j.unlinked() or j.gen not in wals for j in self.journals)
