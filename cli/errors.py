@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from typing import NoReturn
 
 EXIT_USAGE = 2
@@ -51,6 +52,25 @@ def output_lost(exc: OSError) -> CliError:
     """Stdout that refused the output (a full device, a descriptor not open for writing): what
     the command did stands (a write is stored), only its answer is lost; exit 1."""
     return CliError(f"cannot write the output: {exc.strerror or exc}; what the command did stands", 1)
+
+
+def reader_left(exc: BaseException) -> bool:
+    """Whether `exc` is the reader of stdout leaving, alone or as a group (serve-mcp's tasks: its
+    writer's BrokenPipeError, and the streams that fed the writer broken or closed with it)."""
+    leaves = list(_leaves(exc))
+    gone = ("BrokenResourceError", "ClosedResourceError")  # anyio's, for a stream whose reader died
+    return any(isinstance(leaf, BrokenPipeError) for leaf in leaves) and all(
+        isinstance(leaf, BrokenPipeError) or type(leaf).__name__ in gone for leaf in leaves
+    )
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    inner = getattr(exc, "exceptions", None)
+    if inner is None:
+        yield exc
+        return
+    for one in inner:
+        yield from _leaves(one)
 
 
 def report(exc: BaseException) -> int:

@@ -127,12 +127,18 @@ class MemGroup(TyperGroup):
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except BrokenPipeError:  # `mem export | head -1`: the reader left; what was done stands
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush to it
-            raise typer.Exit(EXIT_PIPE) from None
+            self._reader_left()
         except Exception as exc:  # noqa: BLE001 - every failure becomes an exit code
-            from .errors import report
+            from .errors import reader_left, report
 
+            if reader_left(exc):  # the same, seen by serve-mcp's tasks as a group
+                self._reader_left()
             raise typer.Exit(report(exc)) from None
+
+    @staticmethod
+    def _reader_left() -> None:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush to it
+        raise typer.Exit(EXIT_PIPE) from None
 
 
 app = typer.Typer(

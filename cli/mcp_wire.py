@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import typing
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, BinaryIO
@@ -127,7 +128,7 @@ async def answering_stdio() -> AsyncIterator[tuple[Any, Any]]:
         async with stdio_server(stdin=no_lines(done)) as (_, write_stream):  # its reader gets no line
             try:
                 async with anyio.create_task_group() as tg, write_stream:  # its writer ends once all are closed
-                    tg.start_soon(read_requests, anyio.wrap_file(wire), to_server, write_stream.clone(), pending)
+                    tg.start_soon(read_requests, lines(wire), to_server, write_stream.clone(), pending)
                     tg.start_soon(pass_answers, answered, write_stream.clone(), pending)
                     last = from_server.clone()  # the server may keep clones of its stream open
                     yield read_stream, from_server
@@ -143,19 +144,23 @@ END = object()  # sent after the server's last message: `pass_answers` is done
 
 
 class Pending:
-    """The ids of the requests sent to the server and not answered yet (see above)."""
+    """The ids of the requests sent to the server and not answered yet (see above), counted: a
+    client that reuses an id gets an answer for each of its requests."""
 
     def __init__(self) -> None:
         import anyio
 
-        self.ids: set[Any] = set()
+        self.ids: Counter[Any] = Counter()
         self.changed = anyio.Event()
 
     def add(self, rid: Any) -> None:
-        self.ids.add(rid)
+        self.ids[rid] += 1
 
     def remove(self, rid: Any) -> None:
-        self.ids.discard(rid)
+        if self.ids[rid] > 1:
+            self.ids[rid] -= 1
+        else:
+            del self.ids[rid]
         self.changed.set()
 
     def close(self) -> None:
@@ -202,6 +207,16 @@ def claim_stdin() -> tuple[BinaryIO, Callable[[], None]]:
     os.dup2(null, 0)
     os.close(null)
     return os.fdopen(wire, "rb", closefd=False), lambda: os.dup2(wire, 0)
+
+
+async def lines(wire: BinaryIO) -> AsyncIterator[bytes]:
+    """The request lines, each read on a worker thread that a cancellation abandons: a read
+    waiting for a client that sends nothing held Ctrl-C off until stdin closed (anyio's file
+    wrapper waits for its thread), where `serve-stdio` exits 130 at once (outside audit D25)."""
+    import anyio
+
+    while line := await anyio.to_thread.run_sync(wire.readline, abandon_on_cancel=True):
+        yield line
 
 
 async def no_lines(done: Any) -> AsyncIterator[str]:

@@ -1152,3 +1152,66 @@ def test_a_failed_call_writes_nothing_on_stderr_unless_mem_log_asks(home):
         )  # fmt: skip
         assert out.returncode == 0 and '"isError":true' in out.stdout.replace(" ", ""), out
         assert ("memory_get" in out.stderr) is logged, out.stderr
+
+
+def _raw_lines(*calls: dict[str, Any]) -> bytes:
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *calls,
+    ]
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+def _set(rid: Any, key: str) -> dict[str, Any]:
+    call = {"name": "memory_set", "arguments": {"key": key, "value": 1}}
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": call}
+
+
+def test_requests_sharing_an_id_are_each_answered_at_the_end_of_input(home):
+    """A client reusing an id got one or two answers for five calls when its input ended: the
+    first answer took the id off the calls waiting (outside audit D25, low)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
+        input=_raw_lines(*(_set(7, f"d{i}") for i in range(5))), cwd=REPO, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.count(b'"id":7') == 5, out
+
+
+def test_a_reader_leaving_without_the_answers_is_exit_141_and_nothing_on_stderr(home):
+    """Calls written, stdin closed, stdout closed unread: `mem: error: ExceptionGroup: ...`, exit 1
+    (outside audit D25, medium); as the README says for any command, 141 and silence."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(_raw_lines(*(_set(i, f"k{i}") for i in range(1, 200))))
+    proc.stdin.close()
+    proc.stdout.readline()  # the server is up and answering
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 141
+    assert proc.stderr.read() == b""
+
+
+def test_ctrl_c_stops_a_server_waiting_for_input_with_130(home):
+    """SIGINT was held off until stdin closed: the thread reading the next line could not be
+    cancelled (outside audit D25, medium)."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(_raw_lines(_set(1, "k")))
+    proc.stdin.flush()
+    assert b'"id":0' in proc.stdout.readline() and b'"id":1' in proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=30) == 130
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert proc.stderr.read() == b""
