@@ -381,7 +381,8 @@ def test_a_deleted_journal_after_a_checkpoint_fails_reads_and_writes_naming_it(h
         err = out.stderr.decode()
         assert out.returncode != 0 and wal.name in err and "mem doctor --repair" in err, (args, err)
     assert not wal.exists()
-    assert mem(home, "doctor").returncode == 1
+    found = mem(home, "doctor", "--format", "json")
+    assert found.returncode == 1 and [f["lost"] for f in orjson.loads(found.stdout) if wal.name in f["where"]] == [None]
     mem(home, "doctor", "--repair")
     assert mem(home, "retrieve", "-n", "proj", "-a", "alice", "-k", "k=0").returncode == 0
     assert mem(home, "doctor").returncode == 0

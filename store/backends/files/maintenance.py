@@ -425,8 +425,11 @@ def _report_shard(
     """The findings for a shard's problems; with `repair`, the shard rebuilt and what was lost."""
     if not problems:
         return []
-    if not repair:
-        return [_finding(engine, path, problem) for path, problem in problems]
+    if not repair:  # a lost journal's writes are gone already, how many is unknown: `lost` null
+        return [
+            {**_finding(engine, path, problem), **({"lost": None} if problem.startswith(LOST_JOURNAL) else {})}
+            for path, problem in problems
+        ]
     saved = _repair_shard(engine, namespace, folder, descriptor)
     findings = [_finding(engine, path, problem, "rebuilt", fixed=True) for path, problem in problems]
     lost = None if saved.lost is None else saved.lost + saved.bad_lines
