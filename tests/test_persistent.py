@@ -417,3 +417,17 @@ def test_an_authenticated_caller_cannot_save_a_config_reading_another_agent(serv
     assert own["retrieval"]["filters"] == {"agent": "alice"}
     unauthenticated = service.persistent_memory_create("L", named_b, {"format": "text"}, namespace="ns")
     assert unauthenticated["retrieval"]["filters"] == {"agent": "bob"}
+
+
+@pytest.mark.parametrize(
+    ("retrieval", "contribution", "field"),
+    [({"limit": True}, {}, "retrieval.limit"), ({"limit": "5"}, {}, "retrieval.limit"),
+     ({}, {"max_tokens": "100"}, "contribution.max_tokens"), ({"source_id": 7}, {}, "retrieval.source_id")],
+)  # fmt: skip
+def test_settings_of_another_json_type_are_refused_not_converted(service, retrieval, contribution, field):
+    """A retrieval limit of true was stored as 1 and "5" as 5, where a filter beside it of the
+    wrong type was refused (outside audit D25)."""
+    with pytest.raises(InvalidInput, match=field.replace(".", r"\.")):
+        service.persistent_memory_create(
+            "x", {"source_type": "kv", "source_id": "default", **retrieval}, {"format": "text", **contribution}
+        )

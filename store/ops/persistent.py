@@ -61,7 +61,9 @@ Status = Literal["active", "disabled", "draft"]
 
 
 class Retrieval(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a limit of true or "5" is refused, not stored as 1 or 5 (outside audit D25), as the
+    # filters beside it are checked
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     source_type: Literal["vectordb", "kv", "eventlog", "kg"]
     source_id: str = Field(min_length=1, max_length=1024)
@@ -71,7 +73,7 @@ class Retrieval(BaseModel):
 
 
 class Contribution(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     format: Literal["text", "json", "markdown"]
     template: str | None = None
