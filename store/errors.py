@@ -99,6 +99,18 @@ class Closed(MemError):
     exit_code = 1
 
 
+def missing_or_wrong(name: str, given: dict[str, Any], what: str, within: str = "") -> InvalidInput:
+    """The error for field `name` of `given` (itself field `within`) that is not `what`: "is
+    required" when it is absent, "must be ..., not <its JSON type>" when it is there with another
+    type (saying "required" of a field given as 5 sent its writer looking for a missing field)."""
+    from .config import json_type
+
+    shown = f"{within}.{name}" if within else name
+    if given.get(name) is None:
+        return InvalidInput(f"{shown} is required ({what})")
+    return InvalidInput(f"{shown} must be {what}, not {json_type(given[name])}")
+
+
 def refuse_unknown(given: Iterable[str], known: Iterable[str], what: str) -> None:
     """Refuse names (tool arguments, fields of an object) that are not `known`, naming each and
     the close valid name if there is one: a misspelt filter must not silently match everything,

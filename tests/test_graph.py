@@ -91,3 +91,17 @@ def test_unknown_fields_are_refused_but_an_import_leaves_them_behind(service):
     # a file written by another tool may carry more: the model's fields are read, the rest ignored
     lines = ['{"type": "entity", "name": "A", "entityType": "x", "observations": [], "createdAt": "2025-01-01"}']
     assert service.kg_import(lines)["entities"] == 1
+
+
+def test_a_field_of_the_wrong_type_is_said_so_not_called_missing(service):
+    """`{"name": 1}` was answered "name is required", sending its writer looking for a missing
+    field (outside audit D25, low); an event's fields alike."""
+    from a2e_mem.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match=r"^name must be a non-empty string, not a number$"):
+        service.kg_create_entities([{"name": 1, "entityType": "t", "observations": []}])
+    with pytest.raises(InvalidInput, match=r"^entityType is required \(a non-empty string\)$"):
+        service.kg_create_entities([{"name": "x", "observations": []}])
+    log = service.episodic_memory_create("log")["memoryId"]
+    with pytest.raises(InvalidInput, match=r"^event\.event_type must be a non-empty string, not a number$"):
+        service.episodic_memory_append_event(log, {"event_type": 1, "emitting_agent_id": "a", "payload": "p"})

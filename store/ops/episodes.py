@@ -27,7 +27,7 @@ import uuid
 from typing import Any
 
 from .. import clock
-from ..errors import Conflict, InvalidInput, Unauthorized, refuse_unknown
+from ..errors import Conflict, InvalidInput, Unauthorized, missing_or_wrong, refuse_unknown
 from ..timeaware import time_bound
 from ..timefmt import iso
 from .documents import new_memory_id, newest_first, page, public
@@ -262,9 +262,9 @@ def _event(event: Any) -> Doc:
     refuse_unknown(event, EVENT_FIELDS, "event field")  # a misspelt field would be silently lost
     for name in ("event_type", "emitting_agent_id"):
         if not isinstance(event.get(name), str) or not event[name]:
-            raise InvalidInput(f"event.{name} is required (a non-empty string)")
+            raise missing_or_wrong(name, event, "a non-empty string", "event")
     if "payload" not in event or not isinstance(event["payload"], (str, dict)):
-        raise InvalidInput("event.payload is required (a string or an object)")
+        raise missing_or_wrong("payload", event, "a string or an object", "event")
     tags = event.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise InvalidInput("event.tags must be a list of strings")

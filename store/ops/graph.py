@@ -18,7 +18,7 @@ import orjson
 
 from .. import clock
 from ..backends.base import Filters
-from ..errors import InvalidInput, NotFound, refuse_unknown
+from ..errors import InvalidInput, NotFound, missing_or_wrong, refuse_unknown
 from ..ndjson import objects
 from ..redact import redact
 from .documents import MAX_LIMIT, page
@@ -196,7 +196,7 @@ def _list(value: Any, what: str) -> list[Any]:
 
 def _field(item: Any, name: str) -> str:
     if not isinstance(item, dict) or not isinstance(item.get(name), str) or not item[name]:
-        raise InvalidInput(f"{name} is required (a non-empty string)")
+        raise missing_or_wrong(name, item if isinstance(item, dict) else {}, "a non-empty string")
     return item[name]
 
 
