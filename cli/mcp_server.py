@@ -746,14 +746,6 @@ def said(clauses: list[str]) -> str:
     return "; ".join(clauses[:3]) + (f"; and {more} more" if more > 0 else "")
 
 
-def log_level() -> Any:
-    """`MEM_LOG` (checked when the store opened) as the SDK's logging takes it; WARNING by default."""
-    import os
-
-    level = os.environ.get("MEM_LOG", "").strip().upper()
-    return level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"
-
-
 def build_server(service: Any, namespace: str, agent: str, read_only: bool, fixed_agent: bool = False) -> Any:
     """An MCPServer exposing the tools (only those that do not write, with `read_only`);
     `fixed_agent`: every call acts as `agent` (see `Tools.agent_for`)."""
@@ -761,11 +753,13 @@ def build_server(service: Any, namespace: str, agent: str, read_only: bool, fixe
 
     from mcp_types import ToolAnnotations
 
+    from a2e_mem import log
+
     server = strict_server(
         name="mem",
         version=version("a2e-mem"),
         instructions="Local-first memory: A2E entries, codebolt memories, a knowledge graph.",
-        log_level=log_level(),  # the SDK's own lines ("Tool ... failed") at INFO otherwise, whatever MEM_LOG says
+        log_level=log.level(),  # the SDK's own lines ("Tool ... failed") at INFO otherwise, whatever MEM_LOG says
     )
     for fn, writes in build_tools(Tools(service, namespace, agent, fixed_agent)):
         if read_only and writes:

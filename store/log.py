@@ -10,6 +10,12 @@ import sys
 from typing import Any
 
 
+def level() -> str:
+    """`MEM_LOG` as `logging` names levels (checked when the store opened); WARNING by default."""
+    name = os.environ.get("MEM_LOG", "").strip().upper()
+    return name if name in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING"
+
+
 def logger(name: str) -> Any:
     """The `mem.<name>` logger, with the stderr handler installed on first use."""
     import logging
@@ -19,7 +25,6 @@ def logger(name: str) -> Any:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("mem: %(levelname)s: %(message)s"))
         root.addHandler(handler)
-        level = os.environ.get("MEM_LOG", "").strip().upper()
-        root.setLevel(level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "WARNING")
+        root.setLevel(level())
         root.propagate = False
     return logging.getLogger(f"mem.{name}")

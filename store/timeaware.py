@@ -747,13 +747,13 @@ def gains(asked: QueryTime, entries: list[EntryTime]) -> list[tuple[float, dict[
 
 
 def rerank(
-    asked: QueryTime, relevance: np.ndarray, doc: Callable[[int], dict[str, Any]], limit: int
+    asked: QueryTime, relevance: np.ndarray, doc: Callable[[int], dict[str, Any]]
 ) -> tuple[np.ndarray, dict[int, dict[str, Any]]]:
     """The relevance of the merged candidates once the best POOL of them have their time gains
     (`doc(i)` is the record of candidate i), and the "time" explanation of each entry so moved,
     by candidate index. POOL whatever `limit` is: a pool growing with `limit` gave an entry past
     the 50th a gain at limit 125 and none at 10, so its relevance, the order and `total` under
-    `min_score` changed with `limit` (outside audit C25). `limit` is kept for the callers."""
+    `min_score` changed with `limit` (outside audit C25)."""
     size = min(POOL, len(relevance))
     if not size:
         return relevance, {}

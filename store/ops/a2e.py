@@ -568,7 +568,7 @@ def _rank(
     refs = [(p, int(i)) for p, rows in pool for i in rows]
     timing: dict[int, dict] = {}
     if asked and all(p.order is None for p, _ in pool):  # a query: relevance ranks
-        relevance, timing = timeaware.rerank(asked, relevance, lambda at: refs[at][0].doc(refs[at][1]), limit)
+        relevance, timing = timeaware.rerank(asked, relevance, lambda at: refs[at][0].doc(refs[at][1]))
         rank = relevance
     bridged: dict[int, dict] = {}
     if query and queried and all(p.order is None for p, _ in pool):  # after the time signal: the leader bridges
