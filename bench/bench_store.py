@@ -7,7 +7,8 @@ For each size: bulk-load N entries with `mem store -` (and time the embedder alo
 texts), checkpoint with `mem gc`, then measure through a `mem serve-stdio` process (durable
 store of one entry, retrieve by query with limit 10, retrieve by key, resident memory), whole
 `mem` processes (store one entry, retrieve by query), and the recall@10 of the Annoy index plus
-the exact delta against exact search over the same vectors. Times are medians unless marked.
+the exact delta against exact search over the same vectors. Beside it, the floor under the query
+rows: Annoy's own search at the budget the store uses, alone, and its index file's size. Times are medians unless marked.
 Targets are printed for 1k to 100k (the first performance issue) and for 1M (issue 13: run it by
 hand, `--sizes 1000000 --keep DIR` once, then `--reuse`; its checkpoint row is bench_segments.py's,
 its rows against Chroma are bench_chroma.py's).
@@ -148,6 +149,7 @@ def cli_figures(home: Path, runs: int) -> dict[str, float]:
 def recall_figure(home: Path, n_queries: int = 300) -> dict[str, float]:
     """Vector-only top-10 through the index plus the delta, against exact search over the same rows."""
     from a2e_mem import clock
+    from a2e_mem.backends.files import index as ann
     from a2e_mem.backends.files.search import Filters, search
     from a2e_mem.service import MemoryService
 
@@ -163,15 +165,29 @@ def recall_figure(home: Path, n_queries: int = 300) -> dict[str, float]:
     mem_slots = np.flatnonzero(shard.mem_alive(now))
     vectors = np.concatenate([*blocks, shard.mem.vectors[mem_slots]])
     ids += [("mem", int(s)) for s in mem_slots]
-    recalls = []
+    recalls, annoy = [], []
+    indexes = [seg.index for seg in shard.segs if seg.index is not None]
     for qvec in svc.engine.embed(queries(n_queries, seed=5)):
+        started = time.perf_counter()
+        for index in indexes:
+            index.nearest(qvec, 10)
+        annoy.append(time.perf_counter() - started)
         exact = {ids[i] for i in np.argsort(-(vectors @ qvec))[:10]}
         found = []
         for name, part in zip(names, search(shard, now, Filters(), qvec, "", k=10), strict=True):
             found += [(name, int(r), float(v)) for r, v in zip(part.rows, part.vector, strict=True)]
         top = {(p, r) for p, r, _ in sorted(found, key=lambda x: -x[2])[:10]}
         recalls.append(len(top & exact) / 10)
-    return {"recall@10 index+delta": float(np.mean(recalls)), "delta entries": float(len(mem_slots))}
+    index_bytes = sum((seg.folder / ann.FILE).stat().st_size for seg in shard.segs if seg.index is not None)
+    return {
+        "recall@10 index+delta": float(np.mean(recalls)),
+        "delta entries": float(len(mem_slots)),
+        # the floor under the query rows: Annoy's own search at the budget the store uses (the
+        # whole query adds BM25, fusion and the records), and the index file every query walks
+        # through at random (a long-running server ends up with all of it resident)
+        "Annoy alone p50 ms": median(annoy) * 1000,
+        "Annoy index MiB": index_bytes / 2**20,
+    }
 
 
 def help_figure(runs: int) -> dict[str, float]:
