@@ -8,7 +8,8 @@ texts), checkpoint with `mem gc`, then measure through a `mem serve-stdio` proce
 store of one entry, retrieve by query with limit 10, retrieve by key, resident memory), whole
 `mem` processes (store one entry, retrieve by query), and the recall@10 of the Annoy index plus
 the exact delta against exact search over the same vectors. Beside it, the floor under the query
-rows: Annoy's own search at the budget the store uses, alone, and its index file's size. Times are medians unless marked.
+rows: Annoy's own search at the budget the store uses, alone, and its index file's size. Times
+are medians unless marked.
 Targets are printed for 1k to 100k (the first performance issue) and for 1M (issue 13: run it by
 hand, `--sizes 1000000 --keep DIR` once, then `--reuse`; its checkpoint row is bench_segments.py's,
 its rows against Chroma are bench_chroma.py's).

@@ -10,7 +10,7 @@
         vec vector(D)   its embedding (NULL for records not searched by meaning); HNSW, cosine
         terms text[]    its BM25 terms with repeats (`lexical.terms`); GIN
         tags text[]     GIN, for the tag filter
-        score, updated_at, expires_at (btree with namespace, where set: TTL), seq (write order)
+        score, updated_at, expires_at (btree with namespace, where set, holding the size: TTL), seq (write order)
         at float8       the record's own time (`timeaware.entry_time`), for --since / --until; NULL in
                         rows written before migration 2, which are dated by their `created_at`
     mem_scopes (namespace, kind, scope)       the scope's schema and BM25 statistics (rows, total
@@ -103,6 +103,13 @@ MIGRATIONS: list[list[str]] = [
         )""",
     ],
     ["ALTER TABLE mem_records ADD COLUMN at float8"],  # 2: time-aware retrieval (issue 12)
+    [  # 3: the expiry index carries the sizes: what every write section reads at its entry (the
+        # records past their expiry, `backend.USAGE`) is an index-only scan for any `now`, so one
+        # plan made once serves every write (`backend.lock`) instead of a plan made for each
+        "CREATE INDEX mem_records_expiring ON mem_records (namespace, expires_at) INCLUDE (size) "
+        "WHERE expires_at IS NOT NULL",
+        "DROP INDEX mem_records_expiry",
+    ],
 ]
 VERSION = len(MIGRATIONS)
 
