@@ -229,6 +229,24 @@ def test_a_write_section_reads_its_entry_with_one_plan_made_once(db):
     assert mode == ("auto",)
 
 
+def test_a_write_replacing_one_record_reads_it_with_a_plan_postgresql_keeps(db):
+    """The read of the one row a write replaces is by its whole key: PostgreSQL plans it five
+    times, then keeps one plan (a list of ids was planned again for every write)."""
+    target = put(db, "ns", "semantic", [entry("e", TEXTS[0])])
+    for i in range(9):
+        with db.lock("ns"):
+            assert list(target.get_many(["e"], clock.now())) == ["e"]
+            target.append({"op": "put", "recs": recs(db, "entries", [entry("e", TEXTS[i % len(TEXTS)])])})
+    with db.db.connection() as conn:
+        plans = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE starts_with(statement, 'SELECT id, raw, size, terms, expires_at FROM')"
+        ).fetchall()
+    ((generic, custom),) = plans
+    assert custom <= 5 and generic >= 4
+    assert db.doctor() == []
+
+
 def test_records_past_their_expiry_are_not_counted_at_a_write_s_entry(db):
     """What a write section reads at its entry (generic plan) leaves out the records past their
     expiry that no purge removed yet, and knows when the next one expires."""

@@ -156,7 +156,10 @@ class PgScope(Scope):
         each row, expired or not (what a write replacing it takes out of the statistics)."""
         db = self.backend.db
         # queued before the write section's entry read is taken: one round trip brings both
-        cursor = db.current().execute(NOTING, {**self.key, "ids": list(rids)}, prepare=True)
+        if len(rids) == 1:  # most writes: a plan PostgreSQL keeps, where the list's is made each time
+            cursor = db.current().execute(NOTING_ONE, {**self.key, "id": rids[0]}, prepare=True)
+        else:
+            cursor = db.current().execute(NOTING, {**self.key, "ids": list(rids)}, prepare=True)
         with db.errors():
             db.settle()
             rows = cursor.fetchall()
@@ -328,6 +331,9 @@ class PgScope(Scope):
 
 
 NOTING = f"SELECT r.id, r.raw, r.size, r.terms, r.expires_at FROM {by_ids('id, raw, size, terms, expires_at')}"
+# one row by its whole primary key: the generic plan costs what a custom one does, so after five
+# executions PostgreSQL keeps it (a list's length is known only to a custom plan: 0.26 ms a write)
+NOTING_ONE = f"SELECT id, raw, size, terms, expires_at FROM mem_records WHERE {KEY} AND id = %(id)s"
 # doc: the jsonb copy cannot hold NUL characters (the raw text keeps them, escaped)
 INSERT = """INSERT INTO mem_records
     (namespace, kind, scope, id, doc, raw, size, vec, terms, tags, score, updated_at, expires_at, at)
