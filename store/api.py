@@ -535,6 +535,8 @@ class Memory(_Tiers):
                 self.service.close()
 
     def __enter__(self) -> Memory:
+        if self._guard.closed:  # as every call after `close()`
+            raise Closed("this Memory is closed; a `with` block needs an open one (open a new Memory)")
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -463,6 +463,9 @@ def test_a_closed_memory_and_its_views_refuse_every_call(home):
         pass
     with pytest.raises(errors.Closed):
         m2.namespaces()
+    for closed in (m, view):  # a `with` block too (found by an outside audit: it entered)
+        with pytest.raises(errors.Closed, match="closed"), closed:
+            pass
 
 
 def test_every_public_method_of_the_api_is_serialised():

@@ -74,7 +74,11 @@ def test_writes_need_the_token_too(anonymous, service):
     assert service.retrieve(service.scope(), keys=[{"k": "a"}])["total"] == 1
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:8765", "127.0.0.1.evil.example", "0.0.0.0:8765", ""])
+@pytest.mark.parametrize(
+    "host",
+    ["evil.example", "evil.example:8765", "127.0.0.1.evil.example", "0.0.0.0:8765", "", "127.0.0.1:8765@evil.example"]
+    + ["127.0.0.1:x", "localhost:"],  # found by an outside audit: the two first were served
+)
 def test_a_request_naming_another_host_is_forbidden_even_with_the_token(client, host):
     """Found by an outside audit: a DNS-rebinding page (a foreign Host) was answered; it still
     needs the token, but nothing else stood behind it."""
@@ -131,6 +135,7 @@ def test_the_static_files_are_package_data():
 def test_overview_has_the_namespaces_and_tiers_mem_stats_prints(client, service):
     stored(service, entry("a", "alpha"), entry("b", "beta", tier="semantic"), namespace="proj", agent="bot")
     data = client.get("/api/overview").json()
+    assert data["store"] == service.backend.url  # a PostgreSQL store's URL, not a folder it does not use
     assert data["namespaces"] == service.namespaces()
     kinds = {(s["kind"], s["scope"]): s["entries"] for s in data["stats"] if s["namespace"] == "proj"}
     assert kinds == {("episodic", "bot"): 1, ("semantic", ""): 1}
@@ -393,6 +398,20 @@ def test_an_unexpected_failure_is_a_500_without_a_traceback(client, service, mon
     message = refused(client.get("/api/overview"), 500)
     assert message.startswith("internal error: RuntimeError") and "secret internals" not in message
     assert "RuntimeError" in capfd.readouterr().err  # the details go to the terminal running mem ui
+
+
+def test_a_store_failure_is_told_to_the_terminal_running_mem_ui_too(client, service, monkeypatch, capfd):
+    """Found by an outside audit: an unreachable PostgreSQL server was a 503 on the page and
+    nothing on the terminal."""
+    from a2e_mem.errors import StoreUnavailable
+
+    def unreachable(*args, **kwargs):
+        raise StoreUnavailable("PostgreSQL store postgresql://u:***@db/x: cannot reach the server")
+
+    monkeypatch.setattr(service, "stats", unreachable)
+    message = refused(client.get("/api/overview"), 503)
+    assert "cannot reach the server" in message
+    assert "mem ui: error: PostgreSQL store postgresql://u:***@db/x: cannot reach" in capfd.readouterr().err
 
 
 def test_a_storage_failure_is_a_5xx_with_one_line(client, service, monkeypatch):

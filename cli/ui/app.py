@@ -16,7 +16,9 @@ status (5xx only for a store failure), never a traceback.
 
 from __future__ import annotations
 
+import re
 import secrets
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -98,13 +100,14 @@ class TokenGuard(BaseHTTPMiddleware):
         return response
 
 
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+# this machine's names, then a port if any (an SSH tunnel may move it): nothing else, so that
+# "127.0.0.1:80@evil.example" or "127.0.0.1:x" is not read as this machine
+LOCAL_HOST = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?", re.IGNORECASE)
 
 
 def local_host(host: str) -> bool:
-    """Whether a Host header names this machine (with any port: an SSH tunnel may move it)."""
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    return name.lower() in LOCAL_HOSTS
+    """Whether a Host header names this machine, with any port."""
+    return LOCAL_HOST.fullmatch(host) is not None
 
 
 def json_body(content_type: str) -> bool:
@@ -133,10 +136,10 @@ def endpoint(fn: Callable[[Args], Any]) -> Callable[[Request], Awaitable[Respons
             args = Args(await values(request))
             return JSONResponse(await run_in_threadpool(locked, fn, args))
         except (MemError, CliError) as exc:
-            return error(STATUS.get(exc.exit_code, 500), exc.message)
+            return failed(STATUS.get(exc.exit_code, 500), exc.message)
         except OSError as exc:  # a full disk, a lost file: the message says whether to retry
             failure = os_failure(exc)
-            return error(503 if failure.retryable else 500, failure.message)
+            return failed(503 if failure.retryable else 500, failure.message)
         except Exception as exc:  # noqa: BLE001 - one line for the page, the details for the log
             from ..errors import report
 
@@ -144,6 +147,14 @@ def endpoint(fn: Callable[[Args], Any]) -> Callable[[Request], Awaitable[Respons
             return error(500, f"internal error: {type(exc).__name__} (see the terminal running `mem ui`)")
 
     return handle
+
+
+def failed(status: int, message: str) -> JSONResponse:
+    """The refusal of a request; a failure of the store (5xx) is also told to the terminal
+    running `mem ui`, whose user may never see the page's line."""
+    if status >= 500:
+        sys.stderr.write(f"mem ui: error: {message}\n")
+    return error(status, message)
 
 
 def locked(fn: Callable[[Args], Any], args: Args) -> Any:
@@ -278,7 +289,9 @@ class Api:
 
     def overview(self, args: Args) -> dict[str, Any]:
         """`mem namespaces` and `mem stats`."""
-        return {"home": str(self.service.home), "namespaces": self.service.namespaces(), "stats": self.service.stats()}
+        service = self.service
+        where = {"home": str(service.home), "store": service.backend.url}  # a PostgreSQL store's URL is masked
+        return where | {"namespaces": service.namespaces(), "stats": service.stats()}
 
     def search(self, args: Args) -> dict[str, Any]:
         """`mem retrieve --explain` with its filters."""

@@ -82,7 +82,7 @@ let overview = { namespaces: [], stats: [] };
 
 async function loadOverview() {
   overview = await api("overview");
-  document.getElementById("home").textContent = `store: ${overview.home}`;
+  document.getElementById("home").textContent = `store: ${overview.store}`;
   const chosen = nsSelect.value || hashParams().params.get("namespace") || "default";
   const names = new Set(["default", ...overview.namespaces.map((n) => n.namespace)]);
   nsSelect.replaceChildren(...[...names].sort().map((name) => h("option", { value: name }, name)));
