@@ -88,10 +88,13 @@ USAGE = (
 )
 # what a write section reads at its entry: the recorded embedder and the namespace's usage
 ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
-# ENTRY runs with its generic plan, made once a connection: the plan PostgreSQL makes for each
-# `now` took 0.6 ms a write (a third of the server's time), and with the sizes in the expiry
-# index (migration 3) the generic plan is an index-only scan whatever `now` is. The setting is
-# back to the session's before the section's own statements (RESET, after ENTRY).
+# How ENTRY is planned: once a connection (the plan PostgreSQL made for each `now` took 0.6 ms a
+# write, a third of the server's time), and without a scan of the whole table: a plan made for
+# any `now` cannot know that few rows have expired, and with the statistics of a bulk import
+# (which do not count the expiry index yet) it read the whole table, 160 ms a write at 100k.
+# So it reads the expiry index (only the rows with an expiry, with their sizes since migration
+# 3). Both settings are back to the session's before the section's own statements (RESET).
+ENTRY_SETTINGS = {"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
 PENDING = object()  # a write section's usage before its entry's read is taken (`lock`)
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
@@ -390,13 +393,14 @@ class PostgresBackend(Backend):
         def enter(conn: Any) -> Any:  # sent with the BEGIN: one round trip
             conn.execute(
                 "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0)), "
-                "set_config('plan_cache_mode', 'force_generic_plan', true)"
-                + (", set_config('synchronous_commit', 'off', true)" if early else ""),  # see `durable` below
+                + "".join(f"set_config('{key}', '{value}', true), " for key, value in ENTRY_SETTINGS.items())
+                + ("set_config('synchronous_commit', 'off', true)" if early else "true"),  # see `durable` below
                 [*sch.EMBEDDER_LOCK, name],
                 prepare=True,
             )
             read = conn.execute(ENTRY, {"ns": name, "now": entered}, prepare=True)  # its own snapshot: after the locks
-            conn.execute("RESET plan_cache_mode")
+            for setting in ENTRY_SETTINGS:
+                conn.execute(f"RESET {setting}")
             return read
 
         def durable(conn: Any) -> None:
