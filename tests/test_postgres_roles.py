@@ -94,3 +94,25 @@ def test_an_agent_role_that_reindexes_is_told_it_may_not_with_exit_6(roles, tmp_
     assert "may not" in refused.stderr and "owner" in refused.stderr
     assert mem(agent_url, home, "doctor").returncode == 0
     assert mem(owner_url, tmp_path / "owner", "reindex").returncode == 0
+
+
+def test_an_agent_role_first_on_a_store_of_an_older_schema_is_told_to_have_the_owner_upgrade_it(roles, tmp_path):
+    """Found by an outside audit upgrading a fleet: every command of the agents (reads too) was
+    'this role may not do that (permission denied for schema public)', exit 6 (unauthorized),
+    nothing naming the schema or what to do."""
+    owner_url, agent_url = roles
+    home = tmp_path / "agent"
+    assert mem(agent_url, home, "store", "-n", "team", "kept through the upgrade").returncode == 0
+    with psycopg.connect(owner_url, autocommit=True) as conn:  # as a version 2 database has it
+        conn.execute("DROP INDEX mem_records_expiring")
+        conn.execute(
+            "CREATE INDEX mem_records_expiry ON mem_records (namespace, expires_at) WHERE expires_at IS NOT NULL"
+        )
+        conn.execute("UPDATE mem_schema SET version = 2")
+    refused = mem(agent_url, home, "retrieve", "-n", "team", "-q", "kept")
+    assert refused.returncode == 7, refused.stderr
+    assert refused.stderr.count("\n") == 1 and "schema version 2, older than this mem's" in refused.stderr
+    assert "once as the store's owner" in refused.stderr
+    assert mem(owner_url, tmp_path / "owner", "doctor").returncode == 0  # the owner's first command migrates
+    found = mem(agent_url, home, "retrieve", "-n", "team", "-q", "kept", "--format", "json")
+    assert found.returncode == 0 and "kept through the upgrade" in found.stdout, found.stderr

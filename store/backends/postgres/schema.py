@@ -159,6 +159,16 @@ def ensure_schema(conn: Any, shown: str, database: str) -> int:
         return version
     if version is not None and version > VERSION:
         raise too_new(shown, version)
+    import psycopg
+
+    try:
+        _migrate(conn, shown, database)
+    except psycopg.errors.InsufficientPrivilege:  # an agent's role, first on a store to make or upgrade
+        raise not_migrated(shown, version) from None
+    return VERSION
+
+
+def _migrate(conn: Any, shown: str, database: str) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", SCHEMA_LOCK)
         _ensure_extension(conn, shown, database)
@@ -172,7 +182,17 @@ def ensure_schema(conn: Any, shown: str, database: str) -> int:
         if version < VERSION:
             conn.execute("DELETE FROM mem_schema")
             conn.execute("INSERT INTO mem_schema (version) VALUES (%s)", [VERSION])
-    return VERSION
+
+
+def not_migrated(shown: str, version: int | None) -> StoreUnavailable:
+    """A role that may not change the tables (an agent's, see the README) on a database whose
+    schema this mem must make or upgrade first: what the owner must do, as a store unavailable
+    until then (exit 7), not as the role's refusal of something it asked for (exit 6)."""
+    state = "no mem store yet" if version is None else f"schema version {version}, older than this mem's ({VERSION})"
+    return StoreUnavailable(
+        f"PostgreSQL store {shown}: {state}, and this role may not change the tables: run any mem command "
+        "against it once as the store's owner (the role that made the tables), then again as this one"
+    )
 
 
 def too_new(shown: str, version: int) -> SchemaTooNew:
