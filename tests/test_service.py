@@ -155,6 +155,17 @@ def test_an_expired_entry_no_longer_weighs_in_the_bm25_statistics(service):
     assert explained(with_expired) == explained(never)
 
 
+def test_stats_count_an_expired_entry_as_expired_only_not_as_pending_or_indexed(service):
+    """Found by an outside audit comparing the backends: PostgreSQL counted a record past its
+    expiry (not yet purged) in `pending` too (10 where files said 5)."""
+    s = service.init("ns", "a")
+    service.store(s, [entry(i, f"note {i}", tier="semantic") for i in range(3)])
+    service.store(s, [entry(f"x{i}", f"gone {i}", tier="semantic", ttl=5) for i in range(2)])
+    clock.set_offset(10)
+    (row,) = [r for r in service.stats("ns") if r["kind"] == "semantic"]
+    assert (row["entries"], row["expired"], row["indexed"] + row["pending"]) == (3, 2, 3)
+
+
 def test_retrieve_ands_filters_and_counts_total_before_limit(service):
     s = service.init("ns", "a")
     service.store(s, [entry(i, f"note {i}", tags=["a", "b"] if i % 2 else ["a"]) for i in range(10)])

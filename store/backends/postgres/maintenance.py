@@ -1,7 +1,7 @@
 """Looking after a PostgreSQL store: statistics, namespace deletes, purges, reindex, doctor.
 
-- `stats`: per scope, live records and bytes, expired rows not yet purged, rows with a vector
-  in the HNSW index (`indexed`) and written since its watermark (`pending`: searched exactly).
+- `stats`: per scope, live records and bytes, expired rows not yet purged, live rows with a
+  vector in the HNSW index (`indexed`) and written since its watermark (`pending`: searched exactly).
 - `purge_expired` + `build_index` (`mem gc`): deletes the rows past their expiry, namespace by
   namespace under its lock, the statistics adjusted in the same transaction; then builds the
   HNSW index up to the newest row if any row waits for it.
@@ -47,8 +47,8 @@ def stats(backend: Any, namespace: str | None = None) -> list[dict[str, Any]]:
                count(r.id) FILTER (WHERE r.expires_at IS NULL OR r.expires_at > %(now)s),
                coalesce(sum(r.size) FILTER (WHERE r.expires_at IS NULL OR r.expires_at > %(now)s), 0),
                count(r.id) FILTER (WHERE r.expires_at <= %(now)s),
-               count(r.vec) FILTER (WHERE r.seq <= %(upto)s),
-               count(r.vec) FILTER (WHERE r.seq > %(upto)s)
+               count(r.vec) FILTER (WHERE r.seq <= %(upto)s AND (r.expires_at IS NULL OR r.expires_at > %(now)s)),
+               count(r.vec) FILTER (WHERE r.seq > %(upto)s AND (r.expires_at IS NULL OR r.expires_at > %(now)s))
         FROM (SELECT namespace, kind, scope FROM mem_scopes UNION  -- a scope without its statistics row too
               SELECT DISTINCT namespace, kind, scope FROM mem_records) s
         LEFT JOIN mem_records r ON r.namespace = s.namespace AND r.kind = s.kind AND r.scope = s.scope
