@@ -106,7 +106,7 @@ def missing_or_wrong(name: str, given: dict[str, Any], what: str, within: str = 
     from .config import json_type
 
     shown = f"{within}.{name}" if within else name
-    if given.get(name) is None:
+    if given.get(name) in (None, ""):  # absent, or there but empty: "not a string" would puzzle
         return InvalidInput(f"{shown} is required ({what})")
     return InvalidInput(f"{shown} must be {what}, not {json_type(given[name])}")
 

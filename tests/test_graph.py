@@ -102,6 +102,8 @@ def test_a_field_of_the_wrong_type_is_said_so_not_called_missing(service):
         service.kg_create_entities([{"name": 1, "entityType": "t", "observations": []}])
     with pytest.raises(InvalidInput, match=r"^entityType is required \(a non-empty string\)$"):
         service.kg_create_entities([{"name": "x", "observations": []}])
+    with pytest.raises(InvalidInput, match=r"^entityType is required \(a non-empty string\)$"):
+        service.kg_create_entities([{"name": "x", "entityType": "", "observations": []}])  # not "not a string"
     log = service.episodic_memory_create("log")["memoryId"]
     with pytest.raises(InvalidInput, match=r"^event\.event_type must be a non-empty string, not a number$"):
         service.episodic_memory_append_event(log, {"event_type": 1, "emitting_agent_id": "a", "payload": "p"})
