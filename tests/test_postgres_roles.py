@@ -56,6 +56,9 @@ def roles(tmp_path):
         conn.execute(
             sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {}").format(sql.Identifier(agent))
         )
+        conn.execute(
+            sql.SQL("REVOKE INSERT, UPDATE, DELETE ON mem_schema, mem_meta FROM {}").format(sql.Identifier(agent))
+        )
     return owner_url, agent_url
 
 
@@ -80,6 +83,9 @@ def test_an_agent_role_cannot_change_the_tables(roles):
             conn.execute("DROP TABLE mem_records")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("ALTER TABLE mem_records ADD COLUMN x int")
+        for statement in ("UPDATE mem_schema SET version = 99", "DELETE FROM mem_meta"):  # outside audit q26
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
 
 
 def test_an_agent_role_that_reindexes_is_told_it_may_not_with_exit_6(roles, tmp_path):

@@ -361,7 +361,7 @@ class Database:
             if getattr(exc, "sqlstate", None) == "42501":  # insufficient_privilege: the role may not (a reindex)
                 text = self.scrub(first_line(str(exc)))
                 raise RoleRefused(
-                    f"PostgreSQL store {self.shown}: this role may not do that ({text}); the store's owner can",
+                    f"PostgreSQL store {self.shown}: this role may not do that ({text}); run it as the store's owner",
                     {"sqlstate": exc.sqlstate},
                 ) from None
             if isinstance(exc, self.psycopg.OperationalError) or getattr(exc, "sqlstate", None) in _RETRYABLE_STATES:
