@@ -54,7 +54,7 @@ from ...errors import InvalidInput, StoreMismatch, StoreUnavailable, Unauthorize
 from ...log import logger
 from ..base import SYSTEM, Backend, Doc, Progress, Scope
 from . import schema as sch
-from .connection import Database
+from .connection import GENERIC_PLAN, Database
 
 REFRESH = 1.0  # seconds a reader outside a write section trusts the embedder it read
 BUILD_MIN = 5000  # rows written since the HNSW index's watermark before it is built again...
@@ -89,12 +89,12 @@ USAGE = (
 # what a write section reads at its entry: the recorded embedder and the namespace's usage
 ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
 # How ENTRY is planned: once a connection (the plan PostgreSQL made for each `now` took 0.6 ms a
-# write, a third of the server's time), and without a scan of the whole table: a plan made for
-# any `now` cannot know that few rows have expired, and with the statistics of a bulk import
-# (which do not count the expiry index yet) it read the whole table, 160 ms a write at 100k.
-# So it reads the expiry index (only the rows with an expiry, with their sizes since migration
-# 3). Both settings are back to the session's before the section's own statements (RESET).
-ENTRY_SETTINGS = {"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
+# write, a third of the server's time), and without a scan of the whole table: with the
+# statistics of a bulk import (which do not count the expiry index yet) a plan made for any `now`
+# read the whole table, 160 ms a write at 100k. So it reads the expiry index (only the rows with
+# an expiry, with their sizes since migration 3). Both settings are back to the session's before
+# the section's own statements (RESET).
+ENTRY_SETTINGS = GENERIC_PLAN
 PENDING = object()  # a write section's usage before its entry's read is taken (`lock`)
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables

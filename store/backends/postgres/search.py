@@ -142,9 +142,9 @@ def _where(scope: PgScope, now: float, filters: Filters) -> tuple[str, dict[str,
     return where, params
 
 
-def _run(scope: PgScope, sql: str, params: dict[str, Any], prepare: bool | None = None) -> list[tuple]:
+def _run(scope: PgScope, sql: str, params: dict[str, Any]) -> list[tuple]:
     with scope.backend.db.connection() as conn:
-        return conn.execute(sql, params, prepare=prepare).fetchall()
+        return conn.execute(sql, params).fetchall()
 
 
 def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candidates]:
@@ -190,9 +190,9 @@ def _statistics(
         FROM (SELECT 1) AS one
         LEFT JOIN mem_scopes s ON s.namespace = %(ns)s AND s.kind = %(kind)s AND s.scope = %(scope)s::text[]
     """
-    # prepared: its plan (lookups by key) does not depend on the values, and parsing and planning
-    # it was most of its server time
-    n_docs, total_len, dfs, count, table_rows, index, recorded = _run(scope, sql, params, prepare=True)[0]
+    # prepared, and run under its generic plan: its lookups by key do not depend on the values,
+    # and parsing and planning it for each query was most of its server time (0.9 of 1.2 ms)
+    n_docs, total_len, dfs, count, table_rows, index, recorded = scope.backend.db.read_generic(sql, params)[0]
     return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index, recorded
 
 
