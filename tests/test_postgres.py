@@ -732,6 +732,25 @@ def test_an_index_finished_after_its_builder_ended_is_adopted_not_built_again(db
     assert not db.build_index()  # nothing left to adopt or to build
 
 
+def test_bm25_of_all_candidates_at_once_is_the_one_row_formula():
+    """`bm25_scores` (every candidate at once) gives what `bm25` gives row by row: rows without a
+    query term, repeats, a term the weights do not hold."""
+    import random
+    from collections import Counter
+
+    rng = random.Random(5)
+    weights = {t: rng.uniform(0.1, 9.0) for t in ("cat", "physic", "warm", "tax")}
+    rows = []
+    for seq in range(200):
+        held = [rng.choice([*weights, "other"]) for _ in range(rng.randint(0, 4))] if rng.random() < 0.6 else None
+        rows.append((seq, 0.5, 0.0, rng.randint(1, 40), held))
+    expected = [
+        pg_search.bm25(Counter(t for t in held if t in weights), weights, length, 7.5) if held else 0.0
+        for _, _, _, length, held in rows
+    ]
+    assert pg_search.bm25_scores(rows, weights, 7.5) == pytest.approx(expected, rel=1e-12, abs=0)
+
+
 def test_sql_bm25_leaders_rank_as_the_python_formula(db):
     from a2e_mem.lexical import idf
 

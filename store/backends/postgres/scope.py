@@ -111,11 +111,18 @@ class PgScope(Scope):
         row = (user_name(self.key["ns"]), self.key["kind"], "/".join(self.key["scope"]), rid)
         return f"mem_records row (namespace, kind, scope, id) = {row!r}"
 
+    def _load(self, rid: str, raw: str) -> Doc:
+        """`load`, naming the row only when it is damaged (naming it costs more than reading it)."""
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return load(raw, self._where(rid))
+
     def _readable(self, rid: str, raw: str) -> Doc | None:
         """The record of a row, or None for a damaged one, skipped with a warning as the files
         backend skips a damaged journal line: the other records still read."""
         try:
-            return load(raw, self._where(rid))
+            return self._load(rid, raw)
         except Damaged as exc:
             logger("postgres").warning("%s", exc.message)
             self.damaged.append(exc.message)
@@ -196,7 +203,7 @@ class PgScope(Scope):
         rows = self._run(
             f"SELECT id, raw FROM mem_records WHERE {KEY} AND {LIVE} ORDER BY seq DESC LIMIT 1", {"now": now}
         )
-        return load(rows[0][1], self._where(rows[0][0])) if rows else None
+        return self._load(*rows[0]) if rows else None
 
     def usage(self, now: float) -> tuple[int, int]:
         # without its statistics row (deleted by hand) the scope is counted from its rows
@@ -227,7 +234,7 @@ class PgScope(Scope):
                 f"SELECT seq, id, raw, {vec} FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
                 {**self.key, "seqs": seqs},
             ).fetchall()
-        return {seq: (load(raw, self._where(rid)), vec) for seq, rid, raw, vec in rows}
+        return {seq: (self._load(rid, raw), vec) for seq, rid, raw, vec in rows}
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -329,17 +329,30 @@ def _scored(
     distance = np.array([np.nan if r[1] is None else r[1] for r in rows], dtype=np.float64)
     vector = np.nan_to_num(1.0 - distance, nan=0.0).astype(np.float32)  # no vector, or a zero one: 0
     updated = np.fromiter((r[2] for r in rows), dtype=np.float64, count=n)
-    norm = normaliser(weights.values())
-    lexical = np.zeros(n, dtype=np.float32)
-    for i, (_, _, _, length, matched) in enumerate(rows):
-        if matched:
-            lexical[i] = bm25(Counter(matched), weights, length, avgdl) / norm
-    lexical = np.minimum(lexical, 1.0)
+    lexical = np.minimum(bm25_scores(rows, weights, avgdl) / normaliser(weights.values()), 1.0).astype(np.float32)
     relevance = fuse(vector, lexical)
     loader = Loader(scope, seqs, relevance, first)
     found = Candidates(loader, np.arange(n), relevance, vector, lexical, updated, total, path)
     found.vectors = lambda positions: loader.vectors(positions, dim)
     return found
+
+
+def bm25_scores(rows: list[tuple], weights: dict[str, float], avgdl: float) -> np.ndarray:
+    """`bm25` of each candidate row (its term count, then the query terms it holds, are its 4th
+    and 5th columns), at once: the per-row sums in Python were a millisecond a query. Each term's
+    part is added in the query's order of terms, as `lexical.DeltaLexicon.scores` adds them."""
+    column = {term: j for j, term in enumerate(weights)}
+    tf = np.zeros((len(rows), len(column)), dtype=np.float64)
+    for i, row in enumerate(rows):
+        for term in row[4] or ():
+            if term in column:
+                tf[i, column[term]] += 1.0
+    lengths = np.fromiter((row[3] for row in rows), dtype=np.float64, count=len(rows))
+    norm = K1 * (1 - B + B * lengths / avgdl)
+    out = np.zeros(len(rows), dtype=np.float64)
+    for j, weight in enumerate(weights.values()):
+        out += weight * tf[:, j] * (K1 + 1) / (tf[:, j] + norm)
+    return out
 
 
 def bm25(tf: Counter, weights: dict[str, float], length: int, avgdl: float) -> float:
