@@ -31,6 +31,9 @@ For each size N and each backend, through public tools only:
    `mem` processes and of the PostgreSQL server's processes (when the server runs on this
    machine) per acknowledged write, and how many of the machine's cores were busy in all
    (those, this script and the server): on one machine, writers and server share its cores.
+5. `--waiting` more entries (default 10,000) imported into the loaded store, then retrieve by
+   query again before any `mem gc`: what the rows not yet in the vector index cost every query
+   (files: the journals' delta; PostgreSQL: the rows past the HNSW index's watermark).
 
 Times are wall-clock, through the processes users run; a machine busy with other work shows it.
 """
@@ -270,13 +273,13 @@ class Stores:
 # -- the measurements -------------------------------------------------------------------------
 
 
-def export_file(path: Path, n: int) -> None:
+def export_file(path: Path, n: int, prefix: str = "e", seed: int = 7) -> None:
     """N semantic entries of namespace NS as `mem export` writes them: one record a line, keys
     sorted, lines sorted by (namespace, kind, scope, id); the record id is the key as sorted-key
     JSON (`store/ops/a2e.py` canonical_key)."""
     now = time.time()
     records = []
-    for i, entry in enumerate(entries(n)):
+    for i, entry in enumerate(entries(n, seed=seed, prefix=prefix)):
         rid = orjson.dumps(entry["key"], option=orjson.OPT_SORT_KEYS).decode()
         doc = {
             **entry,
@@ -336,6 +339,18 @@ def stdio_figures(store: Store, rounds: int) -> dict[str, float]:
         "stdio query p50 ms": median(by_query) * ms,
         "stdio query p99 ms": percentile(by_query, 99) * ms,
     }
+
+
+def waiting_figures(store: Store, more: Path, rounds: int) -> dict[str, float]:
+    """Retrieve by query after `mem import` of the entries of `more` and before any `mem gc`: the
+    rows the vector index does not cover yet (files: the journals' delta; PostgreSQL: the rows
+    past the HNSW index's watermark), which every query scores exactly."""
+    run_mem(store, "--quiet", "import", str(more), "--format", "json")
+    client, mid = open_client(store, AGENT)
+    client.call("memory/retrieve/req", memory_id=mid, query="warm up", limit=10)
+    by_query = [client.timed("memory/retrieve/req", memory_id=mid, query=q, limit=10)[0] for q in queries(rounds, 7)]
+    client.close()
+    return {"waiting query p50 ms": median(by_query) * 1000, "waiting query p99 ms": percentile(by_query, 99) * 1000}
 
 
 def top_ids(parts, k: int = 10) -> tuple[set[str], str]:  # type: ignore[no-untyped-def]
@@ -450,6 +465,9 @@ def measure(backend: str, stores: Stores, n: int, dump: Path, args: argparse.Nam
     for shared in (True, False):
         step(backend, n, f"{WRITERS} writers, {'one namespace' if shared else 'a namespace each'}")
         figures |= writers_figure(stores, loaded, args.write_seconds, shared)
+    if args.waiting:
+        step(backend, n, f"retrieve with {args.waiting} more entries not indexed yet")
+        figures |= waiting_figures(loaded, dump.with_name(f"waiting-{args.waiting}.ndjson"), args.rounds)
     return figures
 
 
@@ -464,6 +482,8 @@ ROWS = [  # (label, figure, format, target, meets(value) or None)
     ("  (p99 ms)", "stdio store p99 ms", "{:.2f}", "", None),
     ("serve-stdio retrieve by query, limit 10, p50 ms", "stdio query p50 ms", "{:.2f}", "<= 15", lambda v: v <= 15),
     ("serve-stdio retrieve by query, limit 10, p99 ms", "stdio query p99 ms", "{:.2f}", "<= 40", lambda v: v <= 40),
+    ("  (p50 ms, with --waiting entries not indexed yet)", "waiting query p50 ms", "{:.2f}", "", None),
+    ("  (p99 ms, the same)", "waiting query p99 ms", "{:.2f}", "", None),
     ("recall@10 of the index against exact search", "recall@10", "{:.3f}", ">= 0.95", lambda v: v >= 0.95),
     ("  (how the shipped search found them)", "recall path", "{}", "", None),
     ("8 writers, one namespace, acked writes/s", "writers shared acked/s", "{:.0f}", ">= 3x files", None),
@@ -534,6 +554,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=200, help="requests per serve-stdio figure")
     parser.add_argument("--recall-queries", type=int, default=100, help="queries for recall@10")
     parser.add_argument("--write-seconds", type=float, default=10.0, help="duration of each 8-writer run")
+    parser.add_argument(
+        "--waiting", type=int, default=10_000, help="entries imported last, retrieved before any gc (0: skip)"
+    )
     parser.add_argument("--keep", type=Path, help="build the stores in this folder and keep them (and the databases)")
     args = parser.parse_args()
     backends = [args.only] if args.only else list(BACKENDS)
@@ -562,6 +585,8 @@ def main() -> None:
             for n in args.sizes:
                 dump = base / f"export-{n}.ndjson"
                 export_file(dump, n)
+                if args.waiting:
+                    export_file(dump.with_name(f"waiting-{args.waiting}.ndjson"), args.waiting, prefix="w", seed=11)
                 results = {backend: measure(backend, stores, n, dump, args) for backend in backends}
                 print_table(n, results)
         finally:
