@@ -246,6 +246,45 @@ def test_a_write_section_is_two_round_trips(db, monkeypatch):
     assert sorted(d["id"] for d in db.scope("ns", "semantic").docs(clock.now())) == ["e0", "e1"]
 
 
+@pytest.mark.parametrize("pooled", [False, True])
+def test_a_lock_timeout_is_retryable_and_the_next_write_works(pg_url, pooled):
+    """Outside audit: after one statement cancelled by a `lock_timeout` (the server skips what a
+    pipeline queued behind a failed statement, its ROLLBACK too) the one connection of a
+    `Memory` stayed in an aborted transaction and refused everything after (25P02). And the
+    error said "cannot reach the server", not retryable: the server had answered."""
+    store = open_postgres(pg_url + "&options=-c%20lock_timeout%3D300", "hash", pooled=pooled)
+    try:
+        put(store, "ns", "semantic", [entry("a", TEXTS[0])])
+        with psycopg.connect(pg_url) as holder:  # another writer of the namespace, for a while
+            holder.execute("SELECT pg_advisory_xact_lock(hashtextextended('ns', 0))")
+            with pytest.raises(StoreUnavailable) as failed:
+                put(store, "ns", "semantic", [entry("b", TEXTS[1])])
+        assert failed.value.retryable and "cancelled a statement" in failed.value.message
+        assert "cannot reach" not in failed.value.message
+        for i in range(3):  # the same connection (or pool) goes on
+            put(store, "ns", "semantic", [entry(f"c{i}", TEXTS[i])])
+        assert sorted(d["id"] for d in store.scope("ns", "semantic").docs(clock.now())) == ["a", "c0", "c1", "c2"]
+        with store.db.connection() as conn:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    finally:
+        store.close()
+
+
+def test_a_write_refused_at_its_commit_leaves_the_connection_usable(db, monkeypatch):
+    """A statement that fails in the section's last round trip (the writes, the COMMIT) makes the
+    server skip the COMMIT: the transaction is rolled back after the pipeline's Sync."""
+    from a2e_mem.backends.postgres import scope as pg_scope
+
+    put(db, "ns", "semantic", [entry("a", TEXTS[0])])
+    monkeypatch.setattr(pg_scope, "INSERT", pg_scope.INSERT.replace("u.size", "u.size / 0", 1))
+    with pytest.raises(StoreUnavailable):
+        put(db, "ns", "semantic", [entry("b", TEXTS[1])])
+    monkeypatch.undo()
+    put(db, "ns", "semantic", [entry("c", TEXTS[2])])
+    assert sorted(d["id"] for d in db.scope("ns", "semantic").docs(clock.now())) == ["a", "c"]
+    assert db.doctor() == []
+
+
 def test_search_statistics_run_their_generic_plan_and_leave_the_session_as_it_was(db):
     """The statistics read of each search (lookups by key) was planned again for every query
     (0.9 of its 1.2 ms on the server): now its one generic plan, never parallel (two workers

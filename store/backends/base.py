@@ -243,6 +243,12 @@ class Backend(ABC):
     def scope(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Scope:
         """The scope holding `kind` records of `scope` in `namespace`, up to date."""
 
+    def admit_namespace(self, namespace: str) -> None:
+        """Refuse (`InvalidInput`) a namespace this backend cannot hold: a session opened on it
+        is refused at `memory/init`, not at its first write. Every backend takes what
+        `check_name` lets through, unless it says otherwise."""
+        return None
+
     def memory_scope(self, schema: str = "entries") -> Scope:
         """A scope that lives only in this process (a `serve-stdio` session's working tier). Every
         backend keeps it the same way: in the memtable the files backend uses for its journals."""

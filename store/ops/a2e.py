@@ -98,6 +98,7 @@ class A2E:
         (`mem init`) keep it on disk until `close_session`."""
         check_name(namespace, "namespace")
         check_name(agent, "agent")
+        self.backend.admit_namespace(namespace)
         memory_id = new_id()
         if persist:
             doc = {"id": memory_id, "namespace": namespace, "agent": agent, "created_at": clock.now()}

@@ -57,6 +57,8 @@ _RETRYABLE = re.compile(
     r"connection (is )?closed|ssl syscall|broken pipe|connection reset",
     re.IGNORECASE,
 )
+# query_canceled (statement_timeout, pg_cancel_backend), lock_not_available (lock_timeout)
+_CANCELLED_STATES = {"57014", "55P03"}
 _RETRYABLE_STATES = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "53300", "40001", "40P01"}
 
 
@@ -158,6 +160,22 @@ def password_texts(url: str) -> tuple[str, ...]:
 def encoded(password: str | None) -> tuple[str, ...]:
     """A password as written and percent-encoded (the two ways a message could carry it)."""
     return (password, quote(password, safe="")) if password else ()
+
+
+def _abandon(conn: Any, pipeline: Any, tx: Any | None, exc: BaseException) -> None:
+    """End a transaction that failed: its pipeline, psycopg's transaction object, and the
+    server's transaction. A statement that fails in a pipeline makes the server skip what
+    follows it up to the pipeline's Sync, a ROLLBACK (or COMMIT) queued behind it too: so the
+    pipeline is synced first, and the ROLLBACK sent after it. A connection left in an aborted
+    transaction refuses every later statement (25P02): one `Memory` was unusable after one lock
+    timeout."""
+    with contextlib.suppress(Exception):
+        pipeline.__exit__(type(exc), exc, exc.__traceback__)
+    if tx is not None:  # not ended yet (ended, its COMMIT was queued: once only)
+        with contextlib.suppress(Exception):
+            tx.__exit__(type(exc), exc, exc.__traceback__)
+    with contextlib.suppress(Exception):
+        conn.rollback()  # what is left (a COMMIT skipped after a failed write); no-op when idle
 
 
 class Database:
@@ -317,29 +335,27 @@ class Database:
                     tx.__enter__()
                     first = prelude(conn) if prelude is not None else None
                 except BaseException as exc:
-                    with contextlib.suppress(Exception):
-                        pipeline.__exit__(type(exc), exc, exc.__traceback__)
+                    _abandon(conn, pipeline, tx, exc)
                     raise
             self._local.conn = conn
             try:
                 yield conn, first
             except BaseException as exc:
                 self._local.conn = None
-                with contextlib.suppress(Exception):
-                    tx.__exit__(type(exc), exc, exc.__traceback__)
-                with contextlib.suppress(Exception):
-                    pipeline.__exit__(type(exc), exc, exc.__traceback__)
+                _abandon(conn, pipeline, tx, exc)
                 raise
             self._local.conn = None
             with self.errors():
+                ended = False
                 try:
                     tx.__exit__(None, None, None)  # COMMIT, queued after the writes
+                    ended = True
                     if after_commit is not None:
                         after_commit(conn)
+                    pipeline.__exit__(None, None, None)  # the round trip: writes, COMMIT, after_commit
                 except BaseException as exc:
-                    pipeline.__exit__(type(exc), exc, exc.__traceback__)
+                    _abandon(conn, pipeline, None if ended else tx, exc)
                     raise
-                pipeline.__exit__(None, None, None)  # the round trip: writes, COMMIT, after_commit
 
     def read_generic(self, statement: str, params: dict[str, Any]) -> list[tuple]:
         """The rows of a prepared read of lookups by key, run under its generic plan (see
@@ -391,6 +407,8 @@ class Database:
                     f"PostgreSQL store {self.shown}: this role may not do that ({text}); run it as the store's owner",
                     {"sqlstate": exc.sqlstate},
                 ) from None
+            if getattr(exc, "sqlstate", None) in _CANCELLED_STATES:
+                raise self.cancelled(exc) from None
             if isinstance(exc, self.psycopg.OperationalError) or getattr(exc, "sqlstate", None) in _RETRYABLE_STATES:
                 raise self.unavailable(exc) from None
             raise self.failure(exc) from None
@@ -402,6 +420,19 @@ class Database:
         return retryable(
             StoreUnavailable(
                 f"PostgreSQL store {self.shown}: no connection became free or could be made in {POOL_WAIT:g} s"
+            )
+        )
+
+    def cancelled(self, exc: Exception) -> StoreUnavailable:
+        """The server cancelled a statement (a lock_timeout or statement_timeout of the role or
+        the database, a cancel from an administrator): it wrote nothing, and the request can be
+        sent again. It was "cannot reach the server", not retryable."""
+        text = self.scrub(first_line(str(exc)))
+        return retryable(
+            StoreUnavailable(
+                f"PostgreSQL store {self.shown}: the server cancelled a statement ({text}); nothing of the request "
+                "was written",
+                {"sqlstate": getattr(exc, "sqlstate", None)},
             )
         )
 
