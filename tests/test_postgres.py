@@ -285,6 +285,25 @@ def test_a_write_refused_at_its_commit_leaves_the_connection_usable(db, monkeypa
     assert db.doctor() == []
 
 
+def test_a_failed_flush_after_the_commit_is_done_again_not_reported(db, pg_url, monkeypatch):
+    """The write is committed when the flush that makes it durable runs (see `lock`): a cancel of
+    that flush (found with an administrator's `pg_cancel_backend` on appenders) reported a write
+    failed that was stored, and a client sending it again would store a second event."""
+    from a2e_mem.backends.postgres import backend as pg_backend
+
+    put(db, "ns", "semantic", [entry("a", TEXTS[0])])
+    assert db.db.early_release
+    admin_sql(pg_url, "CREATE SEQUENCE flush_fails")
+    monkeypatch.setattr(
+        pg_backend,
+        "FLUSH",
+        "SELECT 1 / (nextval('flush_fails') - 1), " + pg_backend.FLUSH[7:],  # 1 / 0 once
+    )
+    put(db, "ns", "semantic", [entry("b", TEXTS[1])])  # no error: the flush failed once, then ran
+    assert admin_sql(pg_url, "SELECT last_value FROM flush_fails") == [(2,)]
+    assert sorted(d["id"] for d in db.scope("ns", "semantic").docs(clock.now())) == ["a", "b"]
+
+
 def test_search_statistics_run_their_generic_plan_and_leave_the_session_as_it_was(db):
     """The statistics read of each search (lookups by key) was planned again for every query
     (0.9 of its 1.2 ms on the server): now its one generic plan, never parallel (two workers

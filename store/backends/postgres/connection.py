@@ -162,20 +162,22 @@ def encoded(password: str | None) -> tuple[str, ...]:
     return (password, quote(password, safe="")) if password else ()
 
 
-def _abandon(conn: Any, pipeline: Any, tx: Any | None, exc: BaseException) -> None:
+def _abandon(conn: Any, pipeline: Any, tx: Any | None, exc: BaseException) -> bool:
     """End a transaction that failed: its pipeline, psycopg's transaction object, and the
     server's transaction. A statement that fails in a pipeline makes the server skip what
     follows it up to the pipeline's Sync, a ROLLBACK (or COMMIT) queued behind it too: so the
     pipeline is synced first, and the ROLLBACK sent after it. A connection left in an aborted
     transaction refuses every later statement (25P02): one `Memory` was unusable after one lock
-    timeout."""
+    timeout. Returns whether the transaction had committed (the failure came after its COMMIT)."""
     with contextlib.suppress(Exception):
         pipeline.__exit__(type(exc), exc, exc.__traceback__)
+    committed = tx is None and conn.info.transaction_status == conn.info.transaction_status.IDLE
     if tx is not None:  # not ended yet (ended, its COMMIT was queued: once only)
         with contextlib.suppress(Exception):
             tx.__exit__(type(exc), exc, exc.__traceback__)
     with contextlib.suppress(Exception):
         conn.rollback()  # what is left (a COMMIT skipped after a failed write); no-op when idle
+    return committed
 
 
 class Database:
@@ -354,8 +356,13 @@ class Database:
                         after_commit(conn)
                     pipeline.__exit__(None, None, None)  # the round trip: writes, COMMIT, after_commit
                 except BaseException as exc:
-                    _abandon(conn, pipeline, None if ended else tx, exc)
-                    raise
+                    committed = _abandon(conn, pipeline, None if ended else tx, exc)
+                    if not (committed and after_commit is not None and isinstance(exc, Exception)):
+                        raise
+                    # the COMMIT was done and what followed it failed (a cancel of the flush that
+                    # makes the write durable): the write stands, so it is flushed again rather
+                    # than reported failed (a client would send it again: a second event)
+                    after_commit(conn)
 
     def read_generic(self, statement: str, params: dict[str, Any]) -> list[tuple]:
         """The rows of a prepared read of lookups by key, run under its generic plan (see
@@ -425,13 +432,13 @@ class Database:
 
     def cancelled(self, exc: Exception) -> StoreUnavailable:
         """The server cancelled a statement (a lock_timeout or statement_timeout of the role or
-        the database, a cancel from an administrator): it wrote nothing, and the request can be
-        sent again. It was "cannot reach the server", not retryable."""
+        the database, a cancel from an administrator): the request can be sent again (a write
+        section rolled back; one whose COMMIT was done is flushed again, see `transaction`). It
+        was "cannot reach the server", not retryable."""
         text = self.scrub(first_line(str(exc)))
         return retryable(
             StoreUnavailable(
-                f"PostgreSQL store {self.shown}: the server cancelled a statement ({text}); nothing of the request "
-                "was written",
+                f"PostgreSQL store {self.shown}: the server cancelled a statement ({text})",
                 {"sqlstate": getattr(exc, "sqlstate", None)},
             )
         )
