@@ -304,6 +304,18 @@ def test_a_failed_flush_after_the_commit_is_done_again_not_reported(db, pg_url, 
     assert sorted(d["id"] for d in db.scope("ns", "semantic").docs(clock.now())) == ["a", "b"]
 
 
+def test_a_failed_generic_read_leaves_the_connection_usable(db):
+    """As a write section's: a read under its generic plan that fails (a cancel, a timeout) must
+    not leave the one connection in an aborted transaction."""
+    put(db, "ns", "semantic", [entry("a", TEXTS[0])])
+    with pytest.raises(StoreUnavailable):
+        db.db.read_generic("SELECT 1 / (%(x)s::int - 1)", {"x": 1})
+    assert db.db.read_generic("SELECT %(x)s::int", {"x": 5}) == [(5,)]
+    with db.db.connection() as conn:
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert conn.execute("SELECT current_setting('enable_seqscan')").fetchone() == ("on",)
+
+
 def test_search_statistics_run_their_generic_plan_and_leave_the_session_as_it_was(db):
     """The statistics read of each search (lookups by key) was planned again for every query
     (0.9 of its 1.2 ms on the server): now its one generic plan, never parallel (two workers

@@ -372,10 +372,14 @@ class Database:
         if self.in_transaction:
             with self.connection() as conn:
                 return conn.execute(statement, params, prepare=True).fetchall()
-        with self.connection() as conn, self.errors():
-            with conn.pipeline(), self.psycopg.Transaction(conn):  # see `transaction`
-                conn.execute(SET_GENERIC_READ, prepare=True)
-                cursor = conn.execute(statement, params, prepare=True)
+
+        def read(conn: Any) -> Any:
+            conn.execute(SET_GENERIC_READ, prepare=True)
+            return conn.execute(statement, params, prepare=True)
+
+        with self.transaction(read) as (_, cursor):  # a failure is rolled back as a write's is
+            pass
+        with self.errors():
             return cursor.fetchall()  # taken at the pipeline's end, with the COMMIT's answer
 
     def close(self) -> None:
