@@ -168,7 +168,10 @@ def _abandon(conn: Any, pipeline: Any, tx: Any | None, exc: BaseException) -> bo
     follows it up to the pipeline's Sync, a ROLLBACK (or COMMIT) queued behind it too: so the
     pipeline is synced first, and the ROLLBACK sent after it. A connection left in an aborted
     transaction refuses every later statement (25P02): one `Memory` was unusable after one lock
-    timeout. Returns whether the transaction had committed (the failure came after its COMMIT)."""
+    timeout. Returns whether the transaction had committed (the failure came after its COMMIT):
+    its COMMIT was queued and the server is idle after the Sync. A failed statement before the
+    COMMIT leaves it in the aborted transaction instead; a COMMIT of ours cannot fail and leave it
+    idle (read committed, no deferred constraints): it fails with the connection."""
     with contextlib.suppress(Exception):
         pipeline.__exit__(type(exc), exc, exc.__traceback__)
     committed = tx is None and conn.info.transaction_status == conn.info.transaction_status.IDLE
