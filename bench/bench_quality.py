@@ -23,8 +23,7 @@ and into such a database, runs the shipped
 hybrid on both and prints them side by side with the difference in points (issue 11: the
 PostgreSQL backend within 2 points of the files backend at hit@5 and hit@10).
 
-The set alone (354 memories) is below both backends' exact-search thresholds (files 20,000 rows,
-PostgreSQL 2,000):
+The set alone (354 memories) is below both backends' exact-search threshold (20,000 rows):
 `--distractors N` adds N synthetic entries (`bench/common.py`, never an answer) to the same tier,
 so that with N = 30000 each backend ranks through its index (Annoy + delta; pgvector HNSW +
 lexical postings) and the comparison covers the path a big store takes.

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -127,17 +127,21 @@ def private_output(path: str | Path, keep_on: tuple[type[BaseException], ...] = 
             yield out
         return
     existed = target.exists()
+    # named before it is made, so that whatever ends the block from here on (a SIGTERM that
+    # lands as the file is created, too) removes it: `mkstemp` made it before telling its name
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    out: BinaryIO | None = None
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except PermissionError:  # a writable file in a folder we may not write to: in place
-        with private_file(target) as out:
-            yield out
-        return
-    except OSError as exc:  # name the file asked for, not the temporary one
-        raise OSError(exc.errno, exc.strerror, str(target)) from None
-    tmp = Path(name)
-    out = os.fdopen(fd, "wb")
-    try:
+        try:
+            out = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+        except PermissionError:  # a writable file in a folder we may not write to: in place
+            pass
+        except OSError as exc:  # name the file asked for, not the temporary one
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
+        if out is None:
+            with private_file(target) as direct:
+                yield direct
+            return
         try:
             yield out
         except keep_on:
@@ -148,8 +152,9 @@ def private_output(path: str | Path, keep_on: tuple[type[BaseException], ...] = 
     finally:
         # closing flushes what is buffered: on a full disk it fails again, and the temporary
         # file must go all the same (the error under way is the one to report)
-        with contextlib.suppress(OSError):
-            out.close()
+        if out is not None:
+            with contextlib.suppress(OSError):
+                out.close()
         tmp.unlink(missing_ok=True)
 
 

@@ -57,7 +57,7 @@ from . import schema as sch
 from .connection import GENERIC_PLAN, Database
 
 REFRESH = 1.0  # seconds a reader outside a write section trusts the embedder it read
-BUILD_MIN = 2000  # rows written since the HNSW index's watermark before it is built again...
+BUILD_MIN = 5000  # rows written since the HNSW index's watermark before it is built again...
 BUILD_SHARE = 4  # ...or a quarter of the rows it covers, if more
 BUILD_CHECK = 10.0  # seconds between a server's looks at whether a build is due
 BUILD_POLL = 0.2  # seconds between `mem gc`'s looks at whether another process's build ended

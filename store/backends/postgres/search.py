@@ -38,12 +38,12 @@ from ...lexical import K1, B, idf, normaliser, terms
 from ..base import Candidates, Doc, Filters, fuse
 from .scope import KEY, LIVE, PgScope
 
-# Scopes of at most this many rows are searched exactly. Each row scored in SQL costs 2 to 4 us
-# (its heap tuple, its cosine, the sort): the files backend's 20,000 (numpy over a matrix in
-# memory) made a query of a 10,000-row store 51 ms here, against 21 ms through the index, whose
-# vector recall@10 was 1.000 (bench_backends.py --sizes 10000). A store below BUILD_MIN rows has no
-# index yet: it is searched exactly whatever its size.
-EXACT_MAX = 2_000
+# Scopes of at most this many rows are searched exactly, as the files backend's are: the ranking
+# is then the files backend's. Each row scored in SQL costs 2 to 4 us (51 ms a query at 10,000
+# rows on a slow day, 21 ms through the index), but the index path's word candidates (the rarest
+# terms' rows, within LEXICAL_BUDGET) miss rows that a common query word ranks high: at 2,000 an
+# outside audit found top-5 entries of the files backend missing on a 10,000-row scope. Kept.
+EXACT_MAX = 20_000
 FETCH_FACTOR = 3  # as files/search.py: over-fetch for the caller's own cuts
 MIN_FETCH = 32
 # hnsw.ef_search bounds (pgvector refuses more than 1000). 100 would save about 2 ms a retrieve
