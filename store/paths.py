@@ -130,31 +130,31 @@ def private_output(path: str | Path, keep_on: tuple[type[BaseException], ...] = 
     # named before it is made, so that whatever ends the block from here on (a SIGTERM that
     # lands as the file is created, too) removes it: `mkstemp` made it before telling its name
     tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
-    out: BinaryIO | None = None
+    dump: BinaryIO | None = None
     try:
         try:
-            out = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+            dump = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
         except PermissionError:  # a writable file in a folder we may not write to: in place
             pass
         except OSError as exc:  # name the file asked for, not the temporary one
             raise OSError(exc.errno, exc.strerror, str(target)) from None
-        if out is None:
+        if dump is None:
             with private_file(target) as direct:
                 yield direct
             return
         try:
-            yield out
+            yield dump
         except keep_on:
             if not existed:
-                _put_in_place(out, tmp, target)
+                _put_in_place(dump, tmp, target)
             raise
-        _put_in_place(out, tmp, target)
+        _put_in_place(dump, tmp, target)
     finally:
         # closing flushes what is buffered: on a full disk it fails again, and the temporary
         # file must go all the same (the error under way is the one to report)
-        if out is not None:
+        if dump is not None:
             with contextlib.suppress(OSError):
-                out.close()
+                dump.close()
         tmp.unlink(missing_ok=True)
 
 
