@@ -174,7 +174,9 @@ def _abandon(conn: Any, pipeline: Any, tx: Any | None, exc: BaseException) -> bo
     idle (read committed, no deferred constraints): it fails with the connection."""
     with contextlib.suppress(Exception):
         pipeline.__exit__(type(exc), exc, exc.__traceback__)
-    committed = tx is None and conn.info.transaction_status == conn.info.transaction_status.IDLE
+    from psycopg.pq import TransactionStatus  # a failure's path only
+
+    committed = tx is None and conn.info.transaction_status == TransactionStatus.IDLE
     if tx is not None:  # not ended yet (ended, its COMMIT was queued: once only)
         with contextlib.suppress(Exception):
             tx.__exit__(type(exc), exc, exc.__traceback__)
