@@ -590,6 +590,83 @@ def test_index_path_agrees_with_exact_search(db, monkeypatch):
     assert part.path == "exact" and part.total == 50
 
 
+def test_index_path_finds_the_bm25_leaders_of_common_terms(db, monkeypatch):
+    """Query terms too common for the rarest-terms budget still bring their BM25 leaders, as the
+    files backend's postings do: rows that repeat a query word in a short text, whose meaning is
+    elsewhere (many other words), are in the candidates even when no query term is rare."""
+    rng = np.random.default_rng(11)
+    filler = [f"w{i}" for i in range(300)]
+    docs = []
+    for i in range(600):
+        words = list(rng.choice(filler, 12))
+        if i % 3 == 0:
+            words[rng.integers(12)] = "harbor"
+        if i % 4 == 0:
+            words[rng.integers(12)] = "lantern"
+        docs.append(entry(f"e{i}", " ".join(words)))
+    target = put(db, "ns", "semantic", docs)
+    assert db.build_index(force=True)
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
+    monkeypatch.setattr(pg_search, "LEXICAL_BUDGET", 20)  # both words are common: no term is rare
+    now = clock.now()
+    for query in ["harbor lantern", "harbor", "lantern harbor w7"]:
+        qvec = db.embed([query])[0]
+        (indexed,) = target.search(now, Filters(), qvec, query, k=10)
+        (exact,) = target.search(now, Filters(), qvec, query, k=10, exhaustive=True)
+        assert indexed.path == "index"
+        leaders = {exact.doc(int(i))["id"] for i in np.argsort(-exact.lexical, kind="stable")[:10]}
+        candidates = {indexed.doc(i)["id"] for i in range(len(indexed.rows))}
+        assert leaders <= candidates, (query, sorted(leaders - candidates))
+        top = [exact.doc(int(i))["id"] for i in np.argsort(-exact.relevance, kind="stable")[:10]]
+        found = [indexed.doc(int(i))["id"] for i in np.argsort(-indexed.relevance, kind="stable")[:10]]
+        assert found == top, query
+
+
+def test_term_sets_are_the_smallest_past_the_floor():
+    limits = {"a": 3.0, "b": 2.0, "c": 1.0, "d": 1.0}
+    assert pg_search.term_sets(limits, 0.0) == [["a"], ["b"], ["c"], ["d"]]
+    assert pg_search.term_sets(limits, 2.5) == [["a"], ["b", "c"], ["b", "d"]]
+    assert pg_search.term_sets(limits, 6.5) == [["a", "b", "c", "d"]]
+    assert pg_search.term_sets(limits, 7.5) == []
+    # every set of terms past the floor holds one of them, and none holds another
+    import itertools
+
+    for floor in [0.0, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5]:
+        sets = [set(found) for found in pg_search.term_sets(limits, floor)]
+        for n in range(1, 5):
+            for chosen in itertools.combinations(limits, n):
+                past = sum(limits[t] for t in chosen) > floor
+                assert past == any(found <= set(chosen) for found in sets), (floor, chosen)
+        assert not any(a < b for a in sets for b in sets)
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_rows_of_relevance_zero_rank_newest_first_as_on_files(db, monkeypatch, indexed):
+    """When fewer than `fetch` rows score above 0 (a query whose cosine is 0 or less with most
+    rows, and no word in them), the first entries include rows of relevance 0, newest first (the
+    files backend's order of ties), not whichever rows the cosine put first."""
+    rng = np.random.default_rng(3)
+    filler = [f"w{i}" for i in range(40)]
+    docs = [entry(f"e{i}", " ".join(rng.choice(filler, 6)), updated_at=1000.0 + (i * 37) % 200) for i in range(200)]
+    target = put(db, "ns", "semantic", docs)
+    if indexed:
+        assert db.build_index(force=True)
+        monkeypatch.setattr(pg_search, "EXACT_MAX", 50)
+    vectors = db.embed([d["content"] for d in docs])
+    away = -np.asarray(vectors, dtype=np.float32).sum(axis=0)
+    now = clock.now()
+    for qvec in [away / np.linalg.norm(away), np.zeros_like(away)]:
+        (part,) = target.search(now, Filters(), qvec, "unheard", k=10)
+        (exact,) = target.search(now, Filters(), qvec, "unheard", k=10, exhaustive=True)
+        assert part.path == ("index" if indexed and np.any(qvec) else "exact")
+        assert np.count_nonzero(exact.relevance) < 32  # fewer than `fetch` above 0: relevance-0 rows rank
+
+        def first(c):
+            return [c.doc(int(i))["id"] for i in np.lexsort((-c.updated, -c.relevance))[:10]]
+
+        assert first(part) == first(exact)
+
+
 def test_query_vector_of_another_dimension_ranks_by_words(db):
     target = put(db, "ns", "semantic", [entry("e0", "lentil soup"), entry("e1", "cat")])
     (part,) = target.search(clock.now(), Filters(), np.ones(8, dtype=np.float32), "lentil", k=5)

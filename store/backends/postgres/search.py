@@ -13,13 +13,17 @@ Which rows are candidates (each then gets both scores exactly):
   score: the `fetch` rows of highest cosine (computed in SQL in an expression the planner cannot
   serve from the HNSW index) and every row holding a query term. That is every row that can rank
   in the top `fetch` by relevance: a row without a query term scores VECTOR_WEIGHT * cosine, so one outside
-  the cosine leaders is beaten by at least `fetch` rows. With `exhaustive`, every filtered row.
+  the cosine leaders is beaten by at least `fetch` rows, unless fewer than `fetch` candidates score
+  above 0 (cosines of 0 or less): rows of relevance 0 rank newest first, so the `fetch` newest
+  rows join them (on either path). With `exhaustive`, every filtered row.
 - index, otherwise: the HNSW index's nearest rows of the whole table (`hnsw.ef_search` raised so
   that enough of them pass the scope's filters), filtered; the rows written since the index's
-  watermark (see `schema.py`), by exact cosine; and the rows holding the query's rarest terms
-  (GIN; the most common terms add little BM25 and would pull thousands of rows). When the index
-  gives fewer rows than asked (pgvector 0.6 has no iterative scan: a small scope of a big table
-  can be starved by its filters) the search is done exactly instead.
+  watermark (see `schema.py`), by exact cosine; the BM25 leaders of the rows holding the query's
+  rarest terms (GIN, up to LEXICAL_BUDGET rows); then, if the query has terms too common for
+  that, the rows of common terms alone that could still rank among the first (`_common_leaders`:
+  a bound on BM25 says which sets of terms such a row must hold; up to COMMON_BUDGET rows). When
+  the index gives fewer rows than asked (pgvector 0.6 has no iterative scan: a small scope of a
+  big table can be starved by its filters) the search is done exactly instead.
 
 Without a query every filtered live row is a candidate, relevance 1.0, ranked by its `score`.
 """
@@ -35,7 +39,7 @@ import numpy as np
 
 from ...errors import StoreUnavailable
 from ...lexical import K1, B, idf, normaliser, terms
-from ..base import Candidates, Doc, Filters, fuse
+from ..base import LEXICAL_POWER, VECTOR_WEIGHT, Candidates, Doc, Filters, fuse
 from .scope import KEY, LIVE, PgScope
 
 # Scopes of at most this many rows are searched exactly, as the files backend's are: the ranking
@@ -52,6 +56,10 @@ MIN_FETCH = 32
 EF_MIN, EF_MAX = 200, 1000
 EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more (share < 1)
 LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by BM25 (each read costs ~10 us)
+NEAR, RECENT, LEADER = 0, 1, 2  # which part of the index path's candidates a row came from
+FLOOR_MARGIN = 1e-4  # relevance is float32: a floor a little low reads a few more rows, never misses one
+MAX_TERM_SETS = 16  # sets of common terms whose rows are read for their BM25 leaders (see `_common_leaders`)
+COMMON_BUDGET = 2000  # rows those sets may read, at most (the cheapest sets first)
 
 # a row's cosine distance; a vector of another dimension than the query's (left by hand in a
 # loosened column, or by another process's reindex) counts as no vector rather than failing
@@ -104,7 +112,27 @@ def search(
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
         path = "exact"
+    if not exhaustive and _scoring(rows) < min(fetch, total):
+        rows = _with_newest(scope, where, params, rows, fetch)
     return [_scored(scope, rows, weights, avgdl, total, path, len(qvec), k)]
+
+
+def _scoring(rows: list[tuple]) -> int:
+    """How many candidates have a relevance above 0: a cosine above 0 or a query term."""
+    return sum(1 for row in rows if (row[1] is not None and row[1] < 1.0) or row[4])
+
+
+def _with_newest(scope: PgScope, where: str, params: dict[str, Any], rows: list[tuple], fetch: int) -> list[tuple]:
+    """`rows` and the scope's `fetch` newest rows: fewer than `fetch` candidates score above 0,
+    so rows of relevance 0 (a cosine of 0 or less, no query term) are among the first, and ties
+    rank newest first (`ops/a2e.py`): the newest rows, not whichever the cosine put first."""
+    newest = _run(
+        scope,
+        f"SELECT {SCORE_COLUMNS} FROM mem_records WHERE {where} ORDER BY updated_at DESC, seq DESC LIMIT %(fetch)s",
+        {**params, "fetch": fetch},
+    )
+    unique = {row[0]: row for row in [*rows, *newest]}
+    return [unique[seq] for seq in sorted(unique)]
 
 
 def _after_reindex(scope: PgScope) -> np.ndarray:
@@ -253,8 +281,114 @@ def _index_rows(
     found = rows[0][-1] if rows else 0  # rows the index and the recent rows gave
     if found < min(fetch, total):
         return None
-    unique = {row[0]: row[:-1] for row in rows}  # a leader found by the index too: once
+    unique = {row[0]: row[:-2] for row in rows}  # a leader found by the index too: once
+    common = {term: df for term, df in zip(weights, dfs, strict=True) if df > 0 and term not in rare}
+    if common:
+        floor = _bm25_floor(list(unique.values()), _cosine_reach(rows, fetch), weights, avgdl, fetch)
+        for row in _common_leaders(scope, where, values, weights, common, floor, avgdl):
+            unique.setdefault(row[0], row)
     return [unique[seq] for seq in sorted(unique)]
+
+
+def _cosine_reach(rows: list[tuple], fetch: int) -> float:
+    """The highest cosine a row outside the candidates can have: it is not among the index's
+    nearest (which the filters cut to `fetch`), so at most the least of theirs (as far as the
+    approximate index tells; 1 when the index gave none), and, when the recent rows gave all
+    `fetch` asked, at most the least of theirs (else every recent row is a candidate). The rows
+    carry their part (`NEAR`, `RECENT`, `LEADER`) before their last column."""
+
+    def cosines(part: int) -> list[float]:
+        return [1.0 - (1.0 if row[1] is None else row[1]) for row in rows if row[-2] == part]
+
+    near, recent = cosines(NEAR), cosines(RECENT)
+    reach = min(near) if near else 1.0
+    return max(reach, min(recent)) if len(recent) >= fetch else reach
+
+
+def _bm25_floor(rows: list[tuple], reach: float, weights: dict[str, float], avgdl: float, fetch: int) -> float:
+    """The BM25 a row outside the candidates must pass to rank among the `fetch` first: with a
+    cosine of at most `reach`, only its words can lift its relevance (`base.fuse`) above the
+    candidates' `fetch`-th. Infinite when no BM25 can."""
+    norm = normaliser(weights.values())
+    vector = np.array([1.0 - (np.nan if row[1] is None else row[1]) for row in rows], dtype=np.float64)
+    lexical = np.minimum(bm25_scores(rows, weights, avgdl) / norm, 1.0)
+    relevance = fuse(np.nan_to_num(vector, nan=0.0).astype(np.float32), lexical.astype(np.float32))
+    if len(relevance) < fetch:
+        return 0.0
+    bar = float(np.sort(relevance)[::-1][fetch - 1])
+    need = (bar - VECTOR_WEIGHT * max(reach, 0.0)) / (1 - VECTOR_WEIGHT)
+    if need <= 0:
+        return 0.0
+    lexical_need = need ** (1 / LEXICAL_POWER)
+    return math.inf if lexical_need > 1.0 else lexical_need * norm * (1 - FLOOR_MARGIN)
+
+
+def _common_leaders(
+    scope: PgScope,
+    where: str,
+    values: dict[str, Any],
+    weights: dict[str, float],
+    common_df: dict[str, int],
+    floor: float,
+    avgdl: float,
+) -> list[tuple]:
+    """Rows the candidates so far miss that rank by their words: rows holding only the query's
+    common terms (the rarest terms' rows were all ranked), as the files backend ranks every row
+    holding a query term. Such a row must pass the BM25 `floor` (`_bm25_floor`), and a term adds
+    less than `weight * (K1 + 1)` to a row's BM25 (its limit as the row repeats the term), so it
+    holds one of the smallest sets of common terms whose limits add up past the floor
+    (`term_sets`): those sets' rows are read (GIN), scored in SQL, the best `fetch` kept. Reading
+    a row costs ~10 us (rows are wide: their vector is inline), so at most COMMON_BUDGET rows are
+    read, the cheapest sets first: past it, a row of common words alone can be missed."""
+    if math.isinf(floor):
+        return []
+    sets = affordable(term_sets({term: weights[term] * (K1 + 1) for term in common_df}, floor), common_df)
+    if not sets:
+        return []
+    holding = " OR ".join(f"terms @> %(s{i})s::text[]" for i in range(len(sets)))
+    extra: dict[str, Any] = {f"s{i}": terms_ for i, terms_ in enumerate(sets)}
+    if "t0" not in values:  # the rarest terms' leaders did not run: their parameters are not set yet
+        extra.update({f"t{i}": term for i, term in enumerate(weights)})
+        extra.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
+        extra["avgdl"] = avgdl
+    statement = _leaders_sql(where, len(weights), f"{DISTANCE} AS d, updated_at", f"({holding})")
+    scored = SCORE_COLUMNS.replace(DISTANCE, "d")
+    return _run(scope, f"SELECT {scored} FROM ({statement}) AS leaders", {**values, **extra})
+
+
+def affordable(sets: list[list[str]], dfs: dict[str, int]) -> list[list[str]]:
+    """The sets whose rows (at most the document frequency of their rarest term) add up to at
+    most COMMON_BUDGET, cheapest first, and at most MAX_TERM_SETS of them."""
+    chosen: list[list[str]] = []
+    reads = 0
+    for terms_ in sorted(sets, key=lambda found: min(dfs[t] for t in found)):
+        reads += min(dfs[t] for t in terms_)
+        if reads > COMMON_BUDGET or len(chosen) == MAX_TERM_SETS:
+            break
+        chosen.append(terms_)
+    return chosen
+
+
+def term_sets(limits: dict[str, float], floor: float, most: int = 4 * MAX_TERM_SETS) -> list[list[str]]:
+    """The smallest sets of terms whose `limits` add up past `floor` (at most `most` of them):
+    every set of terms past it holds one of them. Terms are taken largest limit first and a set
+    ends as soon as it passes, so leaving any term out of a set brings it back under the floor."""
+    order = sorted(limits, key=lambda term: -limits[term])
+    rest = [sum(limits[term] for term in order[i:]) for i in range(len(order) + 1)]
+    found: list[list[str]] = []
+
+    def grow(chosen: list[str], start: int, total: float) -> None:
+        for i in range(start, len(order)):
+            if total + rest[i] <= floor or len(found) >= most:
+                return
+            passed = total + limits[order[i]]
+            if passed > floor:
+                found.append([*chosen, order[i]])
+            else:
+                grow([*chosen, order[i]], i + 1, passed)
+
+    grow([], 0, 0.0)
+    return found
 
 
 def _candidates_sql(where: str, count: int | None, timed: str) -> str:
@@ -276,18 +410,18 @@ def _candidates_sql(where: str, count: int | None, timed: str) -> str:
         + " AND seq > {upto} ORDER BY d LIMIT %(fetch)s"
     )
     parts = [f"near AS ({near})", f"recent AS ({recent})"]
-    chosen = "SELECT * FROM near UNION ALL SELECT * FROM recent"
+    chosen = f"SELECT *, {NEAR} FROM near UNION ALL SELECT *, {RECENT} FROM recent"
     if count is not None:
         parts.append(f"leaders AS ({_leaders_sql(where, count, f'{DISTANCE} AS d, updated_at')})")
-        chosen += " UNION ALL SELECT * FROM leaders"
+        chosen += f" UNION ALL SELECT *, {LEADER} FROM leaders"
     scores = SCORE_COLUMNS.replace(DISTANCE, "d")
     return (
-        f"WITH {', '.join(parts)} SELECT {scores}, (SELECT count(*) FROM near) + (SELECT count(*) FROM recent) "
-        f"FROM ({chosen}) AS candidates"
+        f"WITH {', '.join(parts)} SELECT {scores}, part, (SELECT count(*) FROM near) + (SELECT count(*) FROM recent) "
+        f"FROM ({chosen}) AS candidates(seq, d, updated_at, terms, part)"
     )
 
 
-def _leaders_sql(where: str, count: int, columns: str = "") -> str:
+def _leaders_sql(where: str, count: int, columns: str = "", holding: str = "terms && %(rare)s::text[]") -> str:
     """The BM25 leaders among the rows holding the chosen terms, scored in SQL by the formula of
     `bm25` below (only their `seq`, and `columns`, travel), as files/search.py takes the best
     `want` BM25 rows. One term of the sum per query term (`array_positions` counts its
@@ -301,7 +435,7 @@ def _leaders_sql(where: str, count: int, columns: str = "") -> str:
     else:
         inner, outer = "seq, terms", "seq"
     return (
-        f"SELECT {outer} FROM (SELECT {inner}, {tfs} FROM mem_records WHERE {where} AND terms && %(rare)s::text[]) "
+        f"SELECT {outer} FROM (SELECT {inner}, {tfs} FROM mem_records WHERE {where} AND {holding}) "
         f"AS m ORDER BY {' + '.join(parts)} DESC LIMIT %(fetch)s"
     )
 
