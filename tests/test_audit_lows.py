@@ -49,11 +49,64 @@ def test_import_refuses_a_record_no_shard_of_mem_holds_and_writes_nothing(home, 
     assert mem("export").stdout == b""
 
 
+EVENT_DOC = {"id": "ev_1", "memoryId": "m1", "event_type": "t", "emitting_agent_id": "a", "team_id": None, "tags": [],
+             "payload": "p", "timestamp": "2025-01-01T00:00:00.000Z"}  # fmt: skip
+ITEM_DOC = {"id": "k", "key": "k", "value": {"a": 1}, "text": "a", "created_at": 1.0, "updated_at": 1.0,
+            "expires_at": None, "ttl": None}  # fmt: skip
+
+
 def test_import_keeps_taking_every_kind_an_export_gives(home):
-    records = [line("kv", [], KV_DOC), line("episodic", ["alice"], ENTRY_DOC), line("events", ["m1"], KV_DOC),
-               line("langgraph", ["a", "b"], KV_DOC)]  # fmt: skip
+    records = [line("kv", [], KV_DOC), line("episodic", ["alice"], ENTRY_DOC), line("events", ["m1"], EVENT_DOC),
+               line("langgraph", ["a", "b"], ITEM_DOC)]  # fmt: skip
     r = mem("import", "-", "--format", "json", input=b"".join(records))
     assert r.returncode == 0 and orjson.loads(r.stdout)["new"] == 4, r
+
+
+@pytest.fixture
+def every_kind(one_of_each, home):
+    """A store holding a record of every kind an export can give."""
+    from a2e_mem.langgraph import MemStore
+    from a2e_mem.service import MemoryService
+
+    svc = MemoryService(home)
+    svc.kg_create_entities([{"name": "Ada", "entityType": "person", "observations": ["math"]},
+                            {"name": "Bob", "entityType": "person"}], namespace="ns")  # fmt: skip
+    svc.kg_create_relations([{"from": "Ada", "to": "Bob", "relationType": "knows"}], namespace="ns")
+    svc.close()
+    items = MemStore(home, store=os.environ.get("MEM_STORE", ""))
+    items.put(("users", "ada"), "prefs", {"theme": "dark"})
+    items.close()
+
+
+BROKEN = {  # kind -> a change to its record that its tool's reads would trip on
+    "kv": lambda d: {k: v for k, v in d.items() if k != "value"},
+    "json": lambda d: {**d, "json": [1, 2]},
+    "todo": lambda d: {**d, "todo": "buy milk"},
+    "markdown": lambda d: {**d, "markdown": 5},
+    "persistent": lambda d: {k: v for k, v in d.items() if k != "retrieval"},
+    "episodes": lambda d: {**d, "archived": "yes"},
+    "events": lambda d: {k: v for k, v in d.items() if k != "payload"},
+    "kg_entities": lambda d: {k: v for k, v in d.items() if k != "name"},
+    "kg_relations": lambda d: {**d, "relationType": ""},
+    "langgraph": lambda d: {k: v for k, v in d.items() if k != "value"},
+}
+
+
+def test_import_refuses_a_record_its_kind_s_reads_would_trip_on(every_kind):
+    """Found by an outside audit: `mem import` took any object as a record of a kind, and every
+    later read of its shard failed (`mem todo list`: KeyError 'todo'; LangGraph search: 'value')."""
+    lines = mem("export").stdout.splitlines()
+    kinds = [orjson.loads(row)["kind"] for row in lines]
+    assert set(BROKEN) <= set(kinds)
+    again = mem("import", "-", "--format", "json", input=b"\n".join(lines) + b"\n")  # every record as exported
+    assert again.returncode == 0 and orjson.loads(again.stdout)["unchanged"] == len(lines), again
+    for kind, break_it in BROKEN.items():
+        at = kinds.index(kind)
+        record = orjson.loads(lines[at])
+        bad = orjson.dumps({**record, "doc": break_it(record["doc"])})
+        r = mem("import", "-", input=b"\n".join([*lines[:at], bad, *lines[at + 1 :]]) + b"\n")
+        assert r.returncode == 4 and f"line {at + 1}: a".encode() in r.stderr and b"Traceback" not in r.stderr, r
+    assert mem("export").stdout.splitlines() == lines  # nothing written
 
 
 SEMANTIC_DOC = {**ENTRY_DOC, "tier": "semantic"}

@@ -39,6 +39,7 @@ from ..kinds import A2E_TIERS, SCOPE_NAMES, schema_of
 from ..ndjson import objects
 from .a2e import A2E, canonical_key, check_name, public
 from .records import Collection, serialised_size
+from .shapes import record_problem
 
 Record = dict[str, Any]
 COUNT_BATCH = 1000  # records whose stored versions an import reads at once, to count them
@@ -142,6 +143,9 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[tuple[int, Record]]:
         for name, what in names:
             check_name(name, f"line {number}: {what}")
         _check_shape(record["kind"], scope, number)
+        problem = record_problem(record["kind"], scope, record["doc"])
+        if problem:
+            raise InvalidInput(f"line {number}: {problem}")
         try:
             serialised_size(record["doc"])  # a record too deep to store is refused before any write
         except InvalidInput as exc:
