@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from .signals import default_signals
 from .test_audit_security import mem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -454,13 +455,6 @@ def big_store(home):
 STOPS = [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
 
 
-def _default_signals() -> None:
-    """In the child: the default actions of SIGTERM and SIGHUP, whatever the tests were started
-    under (`nohup` ignores SIGHUP, and `mem` rightly keeps an ignored signal ignored)."""
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
-
-
 @pytest.mark.parametrize("signum, code", STOPS, ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_an_export_stopped_midway_removes_its_temporary_file_and_keeps_the_file(big_store, tmp_path, signum, code):
     """Found by an outside audit: SIGTERM ended `mem export -o FILE` on the spot, leaving the
@@ -472,7 +466,7 @@ def test_an_export_stopped_midway_removes_its_temporary_file_and_keeps_the_file(
         backup.write_bytes(b"last night's dump\n")
         proc = subprocess.Popen([sys.executable, "-m", "a2e_mem.cli.main", "export", "-o", str(backup)], cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                preexec_fn=_default_signals)  # fmt: skip
+                                preexec_fn=default_signals)  # fmt: skip
         try:
             while proc.poll() is None and not list(out.glob(".backup.ndjson.*.tmp")):
                 time.sleep(0.001)

@@ -25,6 +25,8 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 
 from a2e_mem.service import MemoryService  # noqa: E402
 
+from .signals import default_signals  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Every tool and the parameters it requires; the read-only ones are those that never write.
@@ -1202,7 +1204,7 @@ def test_ctrl_c_stops_a_server_waiting_for_input_with_130(home):
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "a2e_mem.cli.main", "serve-mcp"],
-        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_signals,
     )  # fmt: skip
     assert proc.stdin and proc.stdout and proc.stderr
     proc.stdin.write(_raw_lines(_set(1, "k")))
