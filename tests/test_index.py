@@ -271,3 +271,23 @@ def test_a_home_whose_name_is_not_utf8_checkpoints_and_searches_its_index(tmp_pa
     assert fresh.retrieve(scope, query="note number 17")["entries"][0]["key"] == {"i": 17}
     fresh.close()
     svc.close()
+
+
+def test_a_row_of_every_query_word_is_found_past_the_bm25_leaders(home, monkeypatch):
+    """Found by an outside audit on 30k-row scopes: lexical relevance is capped at 1, so a row
+    holding every query word in a short text can be first while more rows have a higher raw
+    BM25 (repeats, in long texts) and a higher cosine (one query word alone): it is neither a
+    leader nor a neighbour, and the index path must still find it by its words."""
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    near = [entry(f"near{i}", "harbor harbor") for i in range(200)]  # cosine 0.63, one query word (in every row)
+    repeats = [entry(f"rep{i}", "harbor " * 6 + "lantern " * 6 + "ballast " * 20) for i in range(200)]
+    target = [entry("target", "harbor lantern quay dock pier")]  # cosine 0.58, both words once
+    svc.store(s, near + repeats + target)
+    svc.checkpoint()
+    firsts = []
+    for exact_max in (10**9, 0):
+        monkeypatch.setattr(search, "EXACT_MAX", exact_max)
+        found = svc.retrieve(s, query="harbor lantern", limit=1)["entries"][0]
+        firsts.append((found["key"]["k"], found["relevance"]))
+    assert firsts[0][0] == "target" and firsts[1] == firsts[0]

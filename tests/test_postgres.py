@@ -590,10 +590,10 @@ def test_index_path_agrees_with_exact_search(db, monkeypatch):
     assert part.path == "exact" and part.total == 50
 
 
-def test_index_path_finds_the_bm25_leaders_of_common_terms(db, monkeypatch):
-    """Query terms too common for the rarest-terms budget still bring their BM25 leaders, as the
-    files backend's postings do: rows that repeat a query word in a short text, whose meaning is
-    elsewhere (many other words), are in the candidates even when no query term is rare."""
+def test_index_path_finds_the_rows_of_common_terms_that_rank_first(db, monkeypatch):
+    """Query terms too common for the rarest-terms budget still bring the rows their words rank
+    first, as the files backend's postings do: rows that hold a query word in a short text, whose
+    meaning is elsewhere (many other words), are found even when no query term is rare."""
     rng = np.random.default_rng(11)
     filler = [f"w{i}" for i in range(300)]
     docs = []
@@ -614,12 +614,30 @@ def test_index_path_finds_the_bm25_leaders_of_common_terms(db, monkeypatch):
         (indexed,) = target.search(now, Filters(), qvec, query, k=10)
         (exact,) = target.search(now, Filters(), qvec, query, k=10, exhaustive=True)
         assert indexed.path == "index"
-        leaders = {exact.doc(int(i))["id"] for i in np.argsort(-exact.lexical, kind="stable")[:10]}
-        candidates = {indexed.doc(i)["id"] for i in range(len(indexed.rows))}
-        assert leaders <= candidates, (query, sorted(leaders - candidates))
         top = [exact.doc(int(i))["id"] for i in np.argsort(-exact.relevance, kind="stable")[:10]]
         found = [indexed.doc(int(i))["id"] for i in np.argsort(-indexed.relevance, kind="stable")[:10]]
         assert found == top, query
+
+
+def test_a_row_of_every_query_word_is_found_past_the_raw_bm25_leaders(db, monkeypatch):
+    """As on the files backend (tests/test_index.py): lexical relevance is capped at 1, so a row
+    of every query word in a short text can be first while more rows have a higher raw BM25 and
+    more have a higher cosine; the index path ranks the rarest terms' rows by relevance."""
+    docs = [entry(f"near{i}", "harbor harbor") for i in range(200)]
+    docs += [entry(f"rep{i}", "harbor " * 6 + "lantern " * 6 + "ballast " * 20) for i in range(200)]
+    docs += [entry("target", "harbor lantern quay dock pier")]
+    target = put(db, "ns", "semantic", docs)
+    assert db.build_index(force=True)
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
+    monkeypatch.setattr(pg_search, "MIN_FETCH", 8)
+    query = "harbor lantern"
+    qvec = db.embed([query])[0]
+    firsts = []
+    for exhaustive in (True, False):
+        (part,) = target.search(clock.now(), Filters(), qvec, query, k=2, exhaustive=exhaustive)
+        best = int(np.argmax(part.relevance))
+        firsts.append((part.path, part.doc(best)["id"], float(part.relevance[best])))
+    assert firsts == [("exact", "target", firsts[0][2]), ("index", "target", firsts[0][2])]
 
 
 def test_term_sets_are_the_smallest_past_the_floor():
@@ -898,34 +916,36 @@ def test_bm25_of_all_candidates_at_once_is_the_one_row_formula():
     assert pg_search.bm25_scores(rows, weights, 7.5) == pytest.approx(expected, rel=1e-12, abs=0)
 
 
-def test_sql_bm25_leaders_rank_as_the_python_formula(db):
-    from a2e_mem.lexical import idf
+def test_sql_leaders_rank_by_relevance_as_the_python_formula(db):
+    from a2e_mem.backends.base import fuse
+    from a2e_mem.lexical import idf, normaliser
 
     docs = [entry(f"e{i}", text) for i, text in enumerate(TEXTS * 3)]
     docs = [{**d, "id": f"e{i}", "key": {"k": i}} for i, d in enumerate(docs)]
     target = put(db, "ns", "semantic", docs)
     query = ["cat", "physic", "warm"]
+    qvec = db.embed([" ".join(query)])[0]
     where, params = pg_search._where(target, clock.now(), Filters())
-    n_docs, total_len, dfs, _, _, _, _ = pg_search._statistics(
-        target, where, {**params, "qt": query, "q": None}, Filters()
-    )
+    params.update(q=qvec, dim=len(qvec))
+    n_docs, total_len, dfs, _, _, _, _ = pg_search._statistics(target, where, {**params, "qt": query}, Filters())
     weights = {t: idf(n_docs, df) for t, df in zip(query, dfs, strict=True)}
     avgdl = total_len / n_docs
-    values = {f"t{i}": t for i, t in enumerate(weights)} | {f"w{i}": w for i, w in enumerate(weights.values())}
+    values = pg_search._lexical_values(weights, avgdl) | {"rare": query, "fetch": 100}
     statement = pg_search._leaders_sql(where, len(weights))
     with db.db.connection() as conn:
-        seqs = [
-            r[0] for r in conn.execute(statement, {**params, **values, "rare": query, "avgdl": avgdl, "fetch": 100})
-        ]
-        rows = conn.execute(f"SELECT seq, terms FROM mem_records WHERE {pg_search.KEY}", params).fetchall()
+        seqs = [r[0] for r in conn.execute(statement, {**params, **values})]
+        rows = conn.execute(f"SELECT seq, terms, vec FROM mem_records WHERE {pg_search.KEY}", params).fetchall()
     from collections import Counter
 
-    expected = {
-        seq: pg_search.bm25(Counter(t for t in terms if t in weights), weights, len(terms), avgdl)
-        for seq, terms in rows
-    }
+    def relevance(terms, vec):
+        bm25 = pg_search.bm25(Counter(t for t in terms if t in weights), weights, len(terms), avgdl)
+        lexical = np.float32(min(bm25 / normaliser(weights.values()), 1.0))
+        return float(fuse(np.array([np.dot(vec.to_numpy(), qvec)], dtype=np.float32), np.array([lexical]))[0])
+
+    expected = {seq: relevance(terms, vec) for seq, terms, vec in rows if set(terms) & set(query)}
     scores = [expected[s] for s in seqs]
-    assert scores == sorted(scores, reverse=True) and len(seqs) == sum(1 for v in expected.values() if v > 0)
+    assert len(seqs) == len(expected)
+    assert all(a >= b - 1e-6 for a, b in zip(scores, scores[1:], strict=False)), scores
 
 
 def test_gc_waits_for_a_build_under_way_elsewhere_and_returns_with_the_index_built(db, pg_url):

@@ -18,7 +18,7 @@ Which rows are candidates (each then gets both scores exactly):
   rows join them (on either path). With `exhaustive`, every filtered row.
 - index, otherwise: the HNSW index's nearest rows of the whole table (`hnsw.ef_search` raised so
   that enough of them pass the scope's filters), filtered; the rows written since the index's
-  watermark (see `schema.py`), by exact cosine; the BM25 leaders of the rows holding the query's
+  watermark (see `schema.py`), by exact cosine; the best rows by relevance of those holding the query's
   rarest terms (GIN, up to LEXICAL_BUDGET rows); then, if the query has terms too common for
   that, the rows of common terms alone that could still rank among the first (`_common_leaders`:
   a bound on BM25 says which sets of terms such a row must hold; up to COMMON_BUDGET rows). When
@@ -58,7 +58,7 @@ EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask f
 LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by BM25 (each read costs ~10 us)
 NEAR, RECENT, LEADER = 0, 1, 2  # which part of the index path's candidates a row came from
 FLOOR_MARGIN = 1e-4  # relevance is float32: a floor a little low reads a few more rows, never misses one
-MAX_TERM_SETS = 16  # sets of common terms whose rows are read for their BM25 leaders (see `_common_leaders`)
+MAX_TERM_SETS = 16  # sets of common terms whose rows are read and ranked (see `_common_leaders`)
 COMMON_BUDGET = 2000  # rows those sets may read, at most (the cheapest sets first)
 
 # a row's cosine distance; a vector of another dimension than the query's (left by hand in a
@@ -107,7 +107,7 @@ def search(
     blank = not np.any(qvec)
     upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
     if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
-        rows = _index_rows(scope, where, params, weights, dfs, fetch, total, table_rows, upto, avgdl)
+        rows = _index_rows(scope, where, params, weights, dfs, (k, fetch), total, table_rows, upto, avgdl)
         path = "index"
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
@@ -246,7 +246,7 @@ def _index_rows(
     params: dict[str, Any],
     weights: dict[str, float],
     dfs: list[int],
-    fetch: int,
+    wanted: tuple[int, int],
     total: int,
     table_rows: int,
     upto: int,
@@ -254,8 +254,11 @@ def _index_rows(
 ) -> list[tuple] | None:
     """Candidates from the HNSW index (rows up to its watermark `upto`), the rows written since
     (exactly: the `fetch` of highest cosine) and the rarest terms' rows; None when the index
-    cannot give enough rows of this scope (the caller searches exactly)."""
+    cannot give enough rows of this scope (the caller searches exactly). `wanted`: the caller's
+    `k`, and the rows fetched of each part (`fetch`, more than `k`: for the caller's own cuts)."""
     from psycopg import sql
+
+    k, fetch = wanted
 
     share = total / max(table_rows, total, 1)
     # when every row of the table passes the filters (one scope, none expired, no filter), every
@@ -269,9 +272,7 @@ def _index_rows(
     rare = _rarest(list(weights), dfs)
     values: dict[str, Any] = {**params, "ef": ef, "fetch": fetch}
     if rare:
-        values.update({f"t{i}": term for i, term in enumerate(weights)})
-        values.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
-        values.update(rare=rare, avgdl=avgdl)
+        values.update(_lexical_values(weights, avgdl), rare=rare)
     statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed)).format(upto=watermark)
     with scope.backend.db.connection() as conn:
         with conn.pipeline():
@@ -284,10 +285,30 @@ def _index_rows(
     unique = {row[0]: row[:-2] for row in rows}  # a leader found by the index too: once
     common = {term: df for term, df in zip(weights, dfs, strict=True) if df > 0 and term not in rare}
     if common:
-        floor = _bm25_floor(list(unique.values()), _cosine_reach(rows, fetch), weights, avgdl, fetch)
-        for row in _common_leaders(scope, where, values, weights, common, floor, avgdl):
+        sets = _word_sets(list(unique.values()), _cosine_reach(rows, fetch), weights, common, avgdl, k)
+        for row in _common_leaders(scope, where, values, weights, sets, avgdl):
             unique.setdefault(row[0], row)
     return [unique[seq] for seq in sorted(unique)]
+
+
+def _word_sets(
+    rows: list[tuple], reach: float, weights: dict[str, float], common_df: dict[str, int], avgdl: float, k: int
+) -> list[list[str]]:
+    """The sets of common terms whose rows `_common_leaders` reads: those a row outside the
+    candidates must hold to rank among the first `k`, assuming any cosine when their rows fit
+    COMMON_BUDGET (the approximate index can miss a row nearer than its last neighbour: an
+    outside audit found such rows of every query word missing), else a cosine of at most
+    `reach`, the cheapest sets within the budget."""
+    sets: list[list[str]] = []
+    for cosine in (1.0, reach):
+        floor = _bm25_floor(rows, cosine, weights, avgdl, k)
+        if math.isinf(floor):
+            return []
+        sets = term_sets({term: weights[term] * (K1 + 1) for term in common_df}, floor)
+        chosen = affordable(sets, common_df)
+        if len(chosen) == len(sets) < 4 * MAX_TERM_SETS:
+            return chosen
+    return affordable(sets, common_df)
 
 
 def _cosine_reach(rows: list[tuple], fetch: int) -> float:
@@ -305,17 +326,18 @@ def _cosine_reach(rows: list[tuple], fetch: int) -> float:
     return max(reach, min(recent)) if len(recent) >= fetch else reach
 
 
-def _bm25_floor(rows: list[tuple], reach: float, weights: dict[str, float], avgdl: float, fetch: int) -> float:
-    """The BM25 a row outside the candidates must pass to rank among the `fetch` first: with a
-    cosine of at most `reach`, only its words can lift its relevance (`base.fuse`) above the
-    candidates' `fetch`-th. Infinite when no BM25 can."""
+def _bm25_floor(rows: list[tuple], reach: float, weights: dict[str, float], avgdl: float, k: int) -> float:
+    """The BM25 a row outside the candidates must pass to rank among the `k` first (all the
+    caller ranks: `ops/a2e.py` asks for its whole pool): with a cosine of at most `reach`, only
+    its words can lift its relevance (`base.fuse`) above the candidates' `k`-th. Infinite when
+    no BM25 can."""
     norm = normaliser(weights.values())
     vector = np.array([1.0 - (np.nan if row[1] is None else row[1]) for row in rows], dtype=np.float64)
     lexical = np.minimum(bm25_scores(rows, weights, avgdl) / norm, 1.0)
     relevance = fuse(np.nan_to_num(vector, nan=0.0).astype(np.float32), lexical.astype(np.float32))
-    if len(relevance) < fetch:
+    if len(relevance) < k:
         return 0.0
-    bar = float(np.sort(relevance)[::-1][fetch - 1])
+    bar = float(np.sort(relevance)[::-1][k - 1])
     need = (bar - VECTOR_WEIGHT * max(reach, 0.0)) / (1 - VECTOR_WEIGHT)
     if need <= 0:
         return 0.0
@@ -328,30 +350,23 @@ def _common_leaders(
     where: str,
     values: dict[str, Any],
     weights: dict[str, float],
-    common_df: dict[str, int],
-    floor: float,
+    sets: list[list[str]],
     avgdl: float,
 ) -> list[tuple]:
     """Rows the candidates so far miss that rank by their words: rows holding only the query's
-    common terms (the rarest terms' rows were all ranked), as the files backend ranks every row
-    holding a query term. Such a row must pass the BM25 `floor` (`_bm25_floor`), and a term adds
-    less than `weight * (K1 + 1)` to a row's BM25 (its limit as the row repeats the term), so it
-    holds one of the smallest sets of common terms whose limits add up past the floor
-    (`term_sets`): those sets' rows are read (GIN), scored in SQL, the best `fetch` kept. Reading
-    a row costs ~10 us (rows are wide: their vector is inline), so at most COMMON_BUDGET rows are
-    read, the cheapest sets first: past it, a row of common words alone can be missed."""
-    if math.isinf(floor):
-        return []
-    sets = affordable(term_sets({term: weights[term] * (K1 + 1) for term in common_df}, floor), common_df)
+    common terms (the rows holding a rarer one were ranked, their best `fetch` taken), as the
+    files backend scores every row holding a query term. Such a row must pass a BM25 floor
+    (`_bm25_floor`), and a term adds less than `weight * (K1 + 1)` to a row's BM25 (its limit as
+    the row repeats the term), so it holds one of the smallest sets of common terms whose limits
+    add up past the floor (`term_sets`, `_word_sets`): those sets' rows are read (GIN), scored in
+    SQL, the best `fetch` by relevance kept. Reading a row costs ~10 us (rows are wide: their
+    vector is inline), so at most COMMON_BUDGET rows are read, the cheapest sets first: past it,
+    a row of common words alone can be missed."""
     if not sets:
         return []
     holding = " OR ".join(f"terms @> %(s{i})s::text[]" for i in range(len(sets)))
-    extra: dict[str, Any] = {f"s{i}": terms_ for i, terms_ in enumerate(sets)}
-    if "t0" not in values:  # the rarest terms' leaders did not run: their parameters are not set yet
-        extra.update({f"t{i}": term for i, term in enumerate(weights)})
-        extra.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
-        extra["avgdl"] = avgdl
-    statement = _leaders_sql(where, len(weights), f"{DISTANCE} AS d, updated_at", f"({holding})")
+    extra: dict[str, Any] = {f"s{i}": terms_ for i, terms_ in enumerate(sets)} | _lexical_values(weights, avgdl)
+    statement = _leaders_sql(where, len(weights), f"({holding})")
     scored = SCORE_COLUMNS.replace(DISTANCE, "d")
     return _run(scope, f"SELECT {scored} FROM ({statement}) AS leaders", {**values, **extra})
 
@@ -394,7 +409,7 @@ def term_sets(limits: dict[str, float], floor: float, most: int = 4 * MAX_TERM_S
 def _candidates_sql(where: str, count: int | None, timed: str) -> str:
     """One statement for the index path's candidates, scored as `SCORE_COLUMNS` gives them: the
     index's nearest rows of the scope, the rows written since the watermark (`{upto}`) by exact
-    cosine, and (with `count` query terms) the BM25 leaders of the rarest terms. Each part carries
+    cosine, and (with `count` query terms) the best rows of the rarest terms. Each part carries
     what the scores need (no second lookup of its rows); a leader may also be a near or recent
     row (the caller keeps one). The last column counts the first two parts (too few: the caller
     searches exactly)."""
@@ -412,7 +427,7 @@ def _candidates_sql(where: str, count: int | None, timed: str) -> str:
     parts = [f"near AS ({near})", f"recent AS ({recent})"]
     chosen = f"SELECT *, {NEAR} FROM near UNION ALL SELECT *, {RECENT} FROM recent"
     if count is not None:
-        parts.append(f"leaders AS ({_leaders_sql(where, count, f'{DISTANCE} AS d, updated_at')})")
+        parts.append(f"leaders AS ({_leaders_sql(where, count)})")
         chosen += f" UNION ALL SELECT *, {LEADER} FROM leaders"
     scores = SCORE_COLUMNS.replace(DISTANCE, "d")
     return (
@@ -421,23 +436,31 @@ def _candidates_sql(where: str, count: int | None, timed: str) -> str:
     )
 
 
-def _leaders_sql(where: str, count: int, columns: str = "", holding: str = "terms && %(rare)s::text[]") -> str:
-    """The BM25 leaders among the rows holding the chosen terms, scored in SQL by the formula of
-    `bm25` below (only their `seq`, and `columns`, travel), as files/search.py takes the best
-    `want` BM25 rows. One term of the sum per query term (`array_positions` counts its
-    occurrences); the text depends only on how many terms there are: every term and weight is a
-    parameter. With `columns`, the rows are (seq, columns..., terms)."""
+def _leaders_sql(where: str, count: int, holding: str = "terms && %(rare)s::text[]") -> str:
+    """The best `fetch` rows by relevance among the rows `holding` the chosen terms, scored in
+    SQL as `_scored` scores them (`bm25` below, `base.fuse`): by relevance, not raw BM25, since
+    lexical relevance is capped at 1 and among rows at the cap the cosine decides (a row of every
+    query word in a long text is no BM25 leader, and can be first). One term of the sum per query
+    term (`array_positions` counts its occurrences); the text depends only on how many terms
+    there are: every term, weight and constant is a parameter. Rows of (seq, d, updated_at, terms)."""
     norm = f"{K1!r} * (1 - {B!r} + {B!r} * cardinality(terms) / %(avgdl)s)"
     parts = [f"%(w{i})s * tf{i} * {K1 + 1!r} / (tf{i} + {norm})" for i in range(count)]
     tfs = ", ".join(f"cardinality(array_positions(terms, %(t{i})s::text)) AS tf{i}" for i in range(count))
-    if columns:
-        inner, outer = f"seq, {columns}, terms", "seq, d, updated_at, terms"
-    else:
-        inner, outer = "seq, terms", "seq"
+    cosine = "greatest(1 - coalesce(nullif(d, 'NaN'), 1), 0)"  # no vector, or a zero one: 0, as `_scored`
+    lexical = f"power(least(({' + '.join(parts)}) / %(norm)s, 1), %(power)s)"
     return (
-        f"SELECT {outer} FROM (SELECT {inner}, {tfs} FROM mem_records WHERE {where} AND {holding}) "
-        f"AS m ORDER BY {' + '.join(parts)} DESC LIMIT %(fetch)s"
+        f"SELECT seq, d, updated_at, terms FROM (SELECT seq, {DISTANCE} AS d, updated_at, terms, {tfs} "
+        f"FROM mem_records WHERE {where} AND {holding}) AS m "
+        f"ORDER BY %(vw)s * {cosine} + (1 - %(vw)s) * {lexical} DESC LIMIT %(fetch)s"
     )
+
+
+def _lexical_values(weights: dict[str, float], avgdl: float) -> dict[str, Any]:
+    """The parameters of `_leaders_sql`'s scores."""
+    values: dict[str, Any] = {f"t{i}": term for i, term in enumerate(weights)}
+    values.update({f"w{i}": weight for i, weight in enumerate(weights.values())})
+    values.update(avgdl=avgdl, norm=normaliser(weights.values()), vw=VECTOR_WEIGHT, power=LEXICAL_POWER)
+    return values
 
 
 def _rarest(qterms: list[str], dfs: list[int]) -> list[str]:
