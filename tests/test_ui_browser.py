@@ -88,9 +88,11 @@ def seed() -> str:
     ]
     mem("store", "-", input="\n".join(json.dumps({**e, "tier": "episodic"}) for e in entries))
     memory_id = json.loads(mem("episodic", "create", "Support session", "--format", "json"))["memoryId"]
-    for event_type, payload in [("user_message", "my order is late"), ("tool_call", "orders.lookup(42)"),
-                                ("user_message", "thanks!")]:  # fmt: skip
-        mem("episodic", "append", memory_id, "-e", event_type, "-a", "support-bot", "-p", json.dumps({"text": payload}))
+    for event_type, payload, tag in [("user_message", "my order is late", "late"),
+                                     ("tool_call", "orders.lookup(42)", "lookup"),
+                                     ("user_message", "thanks!", "thanked")]:  # fmt: skip
+        mem("episodic", "append", memory_id, "-e", event_type, "-a", "support-bot", "-p", json.dumps({"text": payload}),
+            "--tag", tag)  # fmt: skip
     mem("kg", "create", "Alice", "-t", "person", "-o", "owns Pixel", "-o", "works remotely")
     mem("kg", "create", "Pixel", "-t", "dog", "-o", "a greyhound")
     mem("kg", "create", "Acme", "-t", "company")
@@ -189,6 +191,19 @@ def edit(page: Page) -> None:
     WebDriverWait(page.driver, WAIT).until(lambda d: "Porto" in d.find_element(By.ID, "entry-content").text)
     [entry] = json.loads(mem("retrieve", "--key", "topic=travel", "--format", "json"))
     assert (entry["content"], entry["tags"]) == ("Flying to Porto in July.", ["work", "travel"])
+    # found by an outside audit: saving a score rewrote tags the comma-separated box cannot show
+    odd = ["a,b", " spaced ", "x"]
+    mem("store", "-k", "topic=odd", *[f"--tag={t}" for t in odd], "odd tags")
+    page.open("search?run=1&keys=topic%3Dodd", ".result")
+    page.find(".result a.open").click()
+    page.wait_for("#edit-form")
+    score = page.find("#edit-score")
+    score.clear()
+    score.send_keys("0.5")
+    page.find("#save").click()
+    WebDriverWait(page.driver, WAIT).until(lambda d: "0.5" in d.find_element(By.ID, "entry-fields").text)
+    [entry] = json.loads(mem("retrieve", "--key", "topic=odd", "--format", "json"))
+    assert (entry["score"], entry["tags"]) == (0.5, odd)
 
 
 def timeline(page: Page, memory_id: str) -> None:
@@ -201,6 +216,10 @@ def timeline(page: Page, memory_id: str) -> None:
     page.find("#timeline-form button").click()
     WebDriverWait(page.driver, WAIT).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "li.event")) == 1)
     assert "orders.lookup" in page.find("li.event").text
+    Select(page.find("#event-type")).select_by_value("")
+    page.find("#event-tags").send_keys("late, thanked")  # any of two tags (an audit: only one worked)
+    page.find("#timeline-form button").click()
+    WebDriverWait(page.driver, WAIT).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "li.event")) == 2)
 
 
 def graph(page: Page) -> None:

@@ -172,10 +172,13 @@ async function entryPage(params) {
       ["source", entry.source], ["score", entry.score], ["ttl", entry.ttl ? `${entry.ttl} s` : "never expires"],
       ["created", when(entry.created_at)], ["updated", when(entry.updated_at)]]
       .flatMap(([name, value]) => [h("dt", {}, name), h("dd", {}, value)]));
+  // a tag holding a comma, or spaces at its ends, cannot make the round trip through this box:
+  // tags left as shown are not sent, so the entry keeps them exactly as they are
+  const shownTags = (entry.tags || []).join(", ");
   const editor = h("form", { id: "edit-form", class: "stacked" },
     h("label", {}, "content (JSON if it parses, as with mem store)", h("textarea", { id: "edit-content" })),
     h("div", { class: "filters" },
-      h("label", {}, "tags (comma-separated)", h("input", { id: "edit-tags", value: (entry.tags || []).join(", ") })),
+      h("label", {}, "tags (comma-separated; kept exactly unless changed)", h("input", { id: "edit-tags", value: shownTags })),
       h("label", {}, "score", h("input", { id: "edit-score", type: "number", min: 0, max: 1, step: 0.05, value: entry.score })),
       h("label", {}, "ttl (seconds from the save, 0: never)", h("input", { id: "edit-ttl", type: "number", min: 0, step: 1, value: entry.ttl })),
       h("button", { id: "save", type: "submit" }, "Save")));
@@ -184,9 +187,10 @@ async function entryPage(params) {
     event.preventDefault();
     await guarded(async () => {
       const text = editor.querySelector("textarea").value;
+      const editedTags = document.getElementById("edit-tags").value;
       // content left as shown is not sent: a text that happens to parse as JSON stays text
       await api("entry/edit", undefined, { ...locator, key: entry.key, content: text === shown(entry.content) ? undefined : text,
-        tags: csv(document.getElementById("edit-tags").value), score: document.getElementById("edit-score").value,
+        tags: editedTags === shownTags ? undefined : csv(editedTags), score: document.getElementById("edit-score").value,
         ttl: document.getElementById("edit-ttl").value });
       await entryPage(params);
       say("saved");
@@ -229,13 +233,13 @@ async function timelinePage(params) {
   const filters = Object.fromEntries(["memory_id", "event_type", "agent", "tag", "since", "until", "last_count"].map((n) => [n, params.get(n) || ""]));
   const since = filters.since ? new Date(filters.since).toISOString() : "";
   const until = filters.until ? new Date(filters.until).toISOString() : "";
-  const data = await api("episodic/events", { ...filters, since, until, namespace: namespace() });
+  const data = await api("episodic/events", { ...filters, tag: csv(filters.tag), since, until, namespace: namespace() });
   const form = h("form", { class: "filters", id: "timeline-form" },
     h("input", { type: "hidden", name: "memory_id", value: filters.memory_id }),
     h("label", {}, "event type", h("select", { name: "event_type", id: "event-type" },
       ["", ...data.types].map((t) => h("option", { value: t, selected: t === filters.event_type }, t || "any")))),
     h("label", {}, "agent", h("input", { name: "agent", value: filters.agent })),
-    h("label", {}, "tag (any of)", h("input", { name: "tag", value: filters.tag })),
+    h("label", {}, "tags (any of, comma-separated)", h("input", { name: "tag", id: "event-tags", value: filters.tag })),
     h("label", {}, "since", h("input", { name: "since", type: "datetime-local", value: filters.since })),
     h("label", {}, "until", h("input", { name: "until", type: "datetime-local", value: filters.until })),
     h("label", {}, "newest N", h("input", { name: "last_count", type: "number", min: 0, value: filters.last_count })),
