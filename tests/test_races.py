@@ -90,7 +90,16 @@ def semantic_keys(svc: MemoryService, namespace: str = "ns", **query) -> set[str
 
 
 def files_containing(home: Path, needle: bytes) -> list[Path]:
-    return [p for p in home.rglob("*") if p.is_file() and needle in p.read_bytes()]
+    """The files under `home` holding `needle`; a file a background checkpoint removes between
+    the listing and the read (a `purge.wanted` marker, a folded journal) holds nothing."""
+    return [p for p in home.rglob("*") if needle in _contents(p)]
+
+
+def _contents(path: Path) -> bytes:
+    try:
+        return path.read_bytes() if path.is_file() else b""
+    except FileNotFoundError:
+        return b""
 
 
 # -- item 1: every builder of a checkpoint holds the shard's checkpoint.lock -----------------

@@ -178,32 +178,39 @@ def search_and_delete(page: Page) -> None:
 
 
 def edit(page: Page) -> None:
-    page.open("search?run=1&keys=topic%3Dtravel", ".result")
-    page.find(".result a.open").click()
-    page.wait_for("#edit-form")
-    content = page.find("#edit-content")
-    content.clear()
-    content.send_keys("Flying to Porto in July.")
-    tags = page.find("#edit-tags")
-    tags.clear()
-    tags.send_keys("work, travel")
+    open_editor(page, "travel")
+    retype(page, "#edit-content", "Flying to Porto in July.")
+    retype(page, "#edit-tags", "work, travel")
     page.find("#save").click()
     WebDriverWait(page.driver, WAIT).until(lambda d: "Porto" in d.find_element(By.ID, "entry-content").text)
-    [entry] = json.loads(mem("retrieve", "--key", "topic=travel", "--format", "json"))
+    entry = stored("travel")
     assert (entry["content"], entry["tags"]) == ("Flying to Porto in July.", ["work", "travel"])
     # found by an outside audit: saving a score rewrote tags the comma-separated box cannot show
     odd = ["a,b", " spaced ", "x"]
     mem("store", "-k", "topic=odd", *[f"--tag={t}" for t in odd], "odd tags")
-    page.open("search?run=1&keys=topic%3Dodd", ".result")
-    page.find(".result a.open").click()
-    page.wait_for("#edit-form")
-    score = page.find("#edit-score")
-    score.clear()
-    score.send_keys("0.5")
+    open_editor(page, "odd")
+    retype(page, "#edit-score", "0.5")
     page.find("#save").click()
     WebDriverWait(page.driver, WAIT).until(lambda d: "0.5" in d.find_element(By.ID, "entry-fields").text)
-    [entry] = json.loads(mem("retrieve", "--key", "topic=odd", "--format", "json"))
+    entry = stored("odd")
     assert (entry["score"], entry["tags"]) == (0.5, odd)
+
+
+def open_editor(page: Page, topic: str) -> None:
+    page.open(f"search?run=1&keys=topic%3D{topic}", ".result")
+    page.find(".result a.open").click()
+    page.wait_for("#edit-form")
+
+
+def retype(page: Page, css: str, text: str) -> None:
+    box = page.find(css)
+    box.clear()
+    box.send_keys(text)
+
+
+def stored(topic: str) -> dict:
+    [entry] = json.loads(mem("retrieve", "--key", f"topic={topic}", "--format", "json"))
+    return entry
 
 
 def timeline(page: Page, memory_id: str) -> None:

@@ -143,13 +143,13 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[tuple[int, Record]]:
         for name, what in names:
             check_name(name, f"line {number}: {what}")
         _check_shape(record["kind"], scope, number)
-        problem = record_problem(record["kind"], scope, record["doc"])
-        if problem:
-            raise InvalidInput(f"line {number}: {problem}")
         try:
             serialised_size(record["doc"])  # a record too deep to store is refused before any write
         except InvalidInput as exc:
             raise InvalidInput(f"line {number}: {exc.message}") from None
+        problem = record_problem(record["kind"], scope, record["doc"])  # and one its tool would trip on
+        if problem:
+            raise InvalidInput(f"line {number}: {problem}")
         yield number, record
 
 
