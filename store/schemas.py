@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -75,32 +74,6 @@ def record_text(doc: dict[str, Any]) -> str:
 def indexed_text(doc: dict[str, Any]) -> str:
     """A LangGraph item (`store/langgraph.py`) is found by the text its put chose to index."""
     return doc.get("text") or ""
-
-
-def langgraph_problem(scope: list[str], doc: dict[str, Any]) -> str | None:
-    """Why a record of kind `langgraph` (`store/langgraph.py`'s format) cannot be a LangGraph item,
-    or None: `mem import` refuses it rather than leave an item every read would trip on."""
-    if any("." in label for label in scope):
-        return "a LangGraph namespace label holds no period"
-    if doc.get("key") != doc.get("id"):
-        return "a LangGraph item's key is its id"
-    if not isinstance(doc.get("value"), dict):
-        return "a LangGraph item's value is an object"
-    if doc.get("text") is not None and not isinstance(doc["text"], str):
-        return "a LangGraph item's text is a string or null"
-    for field in ("created_at", "updated_at"):
-        if not _finite(doc.get(field)):
-            return f"a LangGraph item's {field} is a number (Unix seconds)"
-    if doc.get("expires_at") is not None and not _finite(doc["expires_at"]):
-        return "a LangGraph item's expires_at is a number or null"
-    ttl = doc.get("ttl")
-    if ttl is not None and not (_finite(ttl) and ttl > 0):
-        return "a LangGraph item's ttl is a number of minutes above 0, or null"
-    return None
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)

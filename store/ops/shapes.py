@@ -7,12 +7,12 @@ fields the tool adds itself (its id, its times). The A2E tiers are checked by `a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidInput
-from ..schemas import langgraph_problem
 from .documents import _markdown, _todo, require_object
 from .episodes import EVENT_FIELDS, _event, _title
 from .graph import ENTITY_FIELDS, RELATION_FIELDS, _entity, _relation, relation_id
@@ -25,7 +25,7 @@ TIMES = ("created_at", "updated_at")
 def record_problem(kind: str, scope: list[str], doc: Doc) -> str | None:
     """Why `doc` cannot be a record of `kind` in `scope`, or None (also for the A2E tiers)."""
     if kind == "langgraph":
-        return langgraph_problem(scope, doc)
+        return _langgraph_problem(scope, doc)
     check = CHECKS.get(kind)
     if check is None:
         return None
@@ -34,6 +34,32 @@ def record_problem(kind: str, scope: list[str], doc: Doc) -> str | None:
     except InvalidInput as exc:
         return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} record: {exc.message}"
     return None
+
+
+def _langgraph_problem(scope: list[str], doc: dict[str, Any]) -> str | None:
+    """Why a record of kind `langgraph` (`store/langgraph.py`'s format) cannot be a LangGraph item,
+    or None: `mem import` refuses it rather than leave an item every read would trip on."""
+    if any("." in label for label in scope):
+        return "a LangGraph namespace label holds no period"
+    if doc.get("key") != doc.get("id"):
+        return "a LangGraph item's key is its id"
+    if not isinstance(doc.get("value"), dict):
+        return "a LangGraph item's value is an object"
+    if doc.get("text") is not None and not isinstance(doc["text"], str):
+        return "a LangGraph item's text is a string or null"
+    for field in ("created_at", "updated_at"):
+        if not _finite(doc.get(field)):
+            return f"a LangGraph item's {field} is a number (Unix seconds)"
+    if doc.get("expires_at") is not None and not _finite(doc["expires_at"]):
+        return "a LangGraph item's expires_at is a number or null"
+    ttl = doc.get("ttl")
+    if ttl is not None and not (_finite(ttl) and ttl > 0):
+        return "a LangGraph item's ttl is a number of minutes above 0, or null"
+    return None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _kv(scope: list[str], doc: Doc) -> None:
