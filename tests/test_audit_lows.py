@@ -93,6 +93,16 @@ BROKEN = {  # kind -> a change to its record that its tool's reads would trip on
 }
 
 
+@pytest.mark.parametrize("kind", ["kv", "langgraph"])
+def test_import_refuses_a_record_whose_id_is_not_a_string(home, kind):
+    """Found by an outside audit: a kv or LangGraph record with the id 5 was written, and the
+    store was then damaged for `mem export` and `mem doctor`."""
+    doc = {**(KV_DOC if kind == "kv" else ITEM_DOC), "id": 5, "key": 5}
+    r = mem("import", "-", input=line(kind, [] if kind == "kv" else ["a"], doc))
+    assert r.returncode == 4 and b"line 1: the record's id must be a string" in r.stderr, r
+    assert mem("export").stdout == b"" and mem("doctor").returncode == 0
+
+
 def test_import_refuses_a_record_its_kind_s_reads_would_trip_on(every_kind):
     """Found by an outside audit: `mem import` took any object as a record of a kind, and every
     later read of its shard failed (`mem todo list`: KeyError 'todo'; LangGraph search: 'value')."""

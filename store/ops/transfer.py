@@ -136,6 +136,8 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[tuple[int, Record]]:
             raise InvalidInput(f"line {number}: expected namespace, kind, scope and doc")
         if record["kind"] == "working" or not isinstance(record["doc"], dict) or "id" not in record["doc"]:
             raise InvalidInput(f"line {number}: not an exported record")
+        if not isinstance(record["doc"]["id"], str):  # every stored record's id is text: a number damaged the shard
+            raise InvalidInput(f"line {number}: the record's id must be a string, not {record['doc']['id']!r}")
         scope = record["scope"]
         if not isinstance(scope, list):
             raise InvalidInput(f"line {number}: scope must be a list of names")
