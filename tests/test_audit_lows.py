@@ -103,6 +103,36 @@ def test_import_refuses_a_record_whose_id_is_not_a_string(home, kind):
     assert mem("export").stdout == b"" and mem("doctor").returncode == 0
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"timestamp": "2025-01-01"},
+            b"timestamp must be a UTC time written as mem writes it ('2025-01-01T00:00:00.000Z')",
+        ),
+        ({"timestamp": "2025-01-01T02:00:00+02:00"}, b"('2025-01-01T00:00:00.000Z'), not '2025-01-01T02:00:00+02:00'"),
+        ({"timestamp": "next week"}, b"timestamp must be an ISO 8601 time, not 'next week'"),
+    ],
+    ids=["date-only", "offset", "not-a-time"],
+)
+def test_import_refuses_an_event_time_written_otherwise_than_mem_writes_it(home, change, message):
+    """Left open by an outside audit: an event timestamp `2025-01-01` was taken. Events are ordered
+    by their timestamps as text, and a new event's is never before the last one's: a time written
+    another way sorts out of place (a date alone before every time of its day)."""
+    r = mem("import", "-", input=line("events", ["m1"], {**EVENT_DOC, **change}))
+    assert r.returncode == 4 and message in r.stderr, r
+    assert mem("export").stdout == b""
+
+
+def test_import_refuses_a_line_whose_id_is_not_its_doc_s(home):
+    """Left open by an outside audit: a line's `id` that was not its doc's was ignored."""
+    r = mem(
+        "import", "-", input=orjson.dumps({"namespace": "ns", "kind": "kv", "scope": [], "id": "other", "doc": KV_DOC})
+    )
+    assert r.returncode == 4 and b"line 1: id 'other' is not the doc's id 'k'" in r.stderr, r
+    assert mem("export").stdout == b""
+
+
 def test_import_refuses_a_record_its_kind_s_reads_would_trip_on(every_kind):
     """Found by an outside audit: `mem import` took any object as a record of a kind, and every
     later read of its shard failed (`mem todo list`: KeyError 'todo'; LangGraph search: 'value')."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import InvalidInput
+from ..timefmt import iso
 from .documents import _markdown, _todo, require_object
 from .episodes import EVENT_FIELDS, _event, _title
 from .graph import ENTITY_FIELDS, RELATION_FIELDS, _entity, _relation, relation_id
@@ -117,12 +118,19 @@ def _relation_record(scope: list[str], doc: Doc) -> None:
 
 
 def _times(doc: Doc, *fields: str) -> None:
+    """Each field a time as the tools write it (`timefmt.iso`: UTC, milliseconds, `Z`). Only that
+    form: times are ordered as text (an episodic memory's events by their timestamps, and the
+    next event's is never earlier than the last one's), and `2026-01-01` or an offset would sort
+    out of place among them. The error shows the value written the expected way."""
     for field in fields:
         value = doc.get(field)
         try:
-            datetime.fromisoformat(value)  # type: ignore[arg-type]
+            when = datetime.fromisoformat(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             raise InvalidInput(f"{field} must be an ISO 8601 time, not {value!r}") from None
+        canonical = iso((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp())
+        if value != canonical:
+            raise InvalidInput(f"{field} must be a UTC time written as mem writes it ({canonical!r}), not {value!r}")
 
 
 CHECKS: dict[str, Callable[[list[str], Doc], None]] = {

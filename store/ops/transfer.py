@@ -15,10 +15,11 @@ export -> import -> export gives back the same bytes. A record given on more tha
 one record: the last line replaces the earlier ones, and the counts (new, changed, unchanged)
 are of the records the store ends with, each once. It checks every line before it writes
 anything (`--dry-run` too), and refuses (`InvalidInput`, naming the line) one of another kind or
-scope shape, an A2E entry `memory/store` would refuse (a wrong type, too big) or one whose tier
-is not its kind. What it cannot know before writing is room: a namespace that fills up stops the
-import there, the shards written before kept (an import is an upsert: run it again once there
-is room).
+scope shape, an A2E entry `memory/store` would refuse (a wrong type, too big), one whose tier
+is not its kind, one whose `id` (which may be left out) is not its doc's, and a record its
+kind's tool would trip on (`shapes.py`, times written as the tools write them included). What
+it cannot know before writing is room: a namespace that fills up stops the import there, the
+shards written before kept (an import is an upsert: run it again once there is room).
 
 A damaged shard does not stop an export: its readable records are exported (see `salvage.py`)
 and, after the last line, `Damaged` names each damaged shard, so the CLI writes the whole dump
@@ -138,6 +139,8 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[tuple[int, Record]]:
             raise InvalidInput(f"line {number}: not an exported record")
         if not isinstance(record["doc"]["id"], str):  # every stored record's id is text: a number damaged the shard
             raise InvalidInput(f"line {number}: the record's id must be a string, not {record['doc']['id']!r}")
+        if "id" in record and record["id"] != record["doc"]["id"]:  # which one would name the record?
+            raise InvalidInput(f"line {number}: id {record['id']!r} is not the doc's id {record['doc']['id']!r}")
         scope = record["scope"]
         if not isinstance(scope, list):
             raise InvalidInput(f"line {number}: scope must be a list of names")
