@@ -300,8 +300,9 @@ def _word_sets(
     outside audit found such rows of every query word missing), else a cosine of at most
     `reach`, the cheapest sets within the budget."""
     sets: list[list[str]] = []
+    bar, norm = _kth_relevance(rows, weights, avgdl, k), normaliser(weights.values())
     for cosine in (1.0, reach):
-        floor = _bm25_floor(rows, cosine, weights, avgdl, k)
+        floor = _bm25_floor(bar, cosine, norm)
         if math.isinf(floor):
             return []
         sets = term_sets({term: weights[term] * (K1 + 1) for term in common_df}, floor)
@@ -326,18 +327,22 @@ def _cosine_reach(rows: list[tuple], fetch: int) -> float:
     return max(reach, min(recent)) if len(recent) >= fetch else reach
 
 
-def _bm25_floor(rows: list[tuple], reach: float, weights: dict[str, float], avgdl: float, k: int) -> float:
-    """The BM25 a row outside the candidates must pass to rank among the `k` first (all the
-    caller ranks: `ops/a2e.py` asks for its whole pool): with a cosine of at most `reach`, only
-    its words can lift its relevance (`base.fuse`) above the candidates' `k`-th. Infinite when
-    no BM25 can."""
-    norm = normaliser(weights.values())
-    vector = np.array([1.0 - (np.nan if row[1] is None else row[1]) for row in rows], dtype=np.float64)
-    lexical = np.minimum(bm25_scores(rows, weights, avgdl) / norm, 1.0)
-    relevance = fuse(np.nan_to_num(vector, nan=0.0).astype(np.float32), lexical.astype(np.float32))
-    if len(relevance) < k:
+def _kth_relevance(rows: list[tuple], weights: dict[str, float], avgdl: float, k: int) -> float:
+    """The candidates' `k`-th relevance (all the caller ranks: `ops/a2e.py` asks for its whole
+    pool), as `_scored` scores them; 0 when there are fewer than `k`."""
+    if len(rows) < k:
         return 0.0
-    bar = float(np.sort(relevance)[::-1][k - 1])
+    vector = np.array([1.0 - (np.nan if row[1] is None else row[1]) for row in rows], dtype=np.float64)
+    lexical = np.minimum(bm25_scores(rows, weights, avgdl) / normaliser(weights.values()), 1.0)
+    relevance = fuse(np.nan_to_num(vector, nan=0.0).astype(np.float32), lexical.astype(np.float32))
+    return float(np.partition(relevance, len(relevance) - k)[len(relevance) - k])
+
+
+def _bm25_floor(bar: float, reach: float, norm: float) -> float:
+    """The BM25 a row outside the candidates must pass to rank among the first (to pass `bar`,
+    the candidates' k-th relevance): with a cosine of at most `reach`, only its words can lift
+    its relevance (`base.fuse`) over it. Infinite when no BM25 can; `norm` is the query's
+    BM25 normaliser."""
     need = (bar - VECTOR_WEIGHT * max(reach, 0.0)) / (1 - VECTOR_WEIGHT)
     if need <= 0:
         return 0.0
