@@ -829,6 +829,20 @@ def test_reindex_changes_the_dimension_and_other_processes_notice(db, pg_url):
     other.close()
 
 
+def test_a_process_reads_its_records_again_after_another_reindexed(db, pg_url):
+    """The records of a query's pool are read by a prepared statement: a reindex changes the
+    vector column's dimension, and a result of another type would fail its cached plan."""
+    put(db, "ns", "semantic", [entry(f"e{i}", text) for i, text in enumerate(TEXTS)])
+    other = open_postgres(pg_url, None)
+    scope = other.scope("ns", "semantic", schema="entries")
+    seqs = [seq for (seq,) in admin_sql(pg_url, "SELECT seq FROM mem_records ORDER BY seq")]
+    for _ in range(7):  # past the runs after which PostgreSQL may keep one plan
+        assert {vec.dimensions() for _, vec in scope.load_rows(seqs).values()} == {64}
+    db.reindex("hash:32")
+    assert {vec.dimensions() for _, vec in scope.load_rows(seqs).values()} == {32}
+    other.close()
+
+
 def test_concurrent_bulk_puts_keep_the_statistics_exact(pg_url):
     stores = [open_postgres(pg_url, "hash") for _ in range(3)]
 

@@ -227,12 +227,15 @@ class PgScope(Scope):
         """(record, stored vector or None) by `seq`, in one round trip: a search's leaders are
         both listed (their records) and compared with each other (their vectors, `diversify`).
         Fetched in binary, so a vector arrives as its floats, not as text to parse."""
-        vec = "vec" if vectors else "NULL::vector"
+        # `vec::vector`: the type without the column's dimension, which a reindex changes (a
+        # prepared statement whose result type changes fails: "cached plan must not change")
+        vec = "vec::vector" if vectors else "NULL::vector"
         with self.backend.db.connection() as conn:
             cursor = conn.cursor(binary=True)
-            rows = cursor.execute(
+            rows = cursor.execute(  # prepared: every query reads its records so, and one plan fits all
                 f"SELECT seq, id, raw, {vec} FROM mem_records WHERE {KEY} AND seq = ANY(%(seqs)s::bigint[])",
                 {**self.key, "seqs": seqs},
+                prepare=True,
             ).fetchall()
         return {seq: (self._load(rid, raw), vec) for seq, rid, raw, vec in rows}
 
