@@ -121,6 +121,10 @@ def corrupt(home: Path, shard: Path, what: str) -> tuple[str, set[int], bool]:
             intact | set(range(CHECKPOINTED, CHECKPOINTED + LATER)),
             False,
         )
+    if what == "bytes after data.json":  # found by an outside audit: its last record was lost
+        with open(seg / "data.json", "ab") as out:
+            out.write(b"\nGARBAGE\x00\x01")
+        return str((seg / "data.json").relative_to(home)), everything, False
     if what == "deleted seg":
         shutil.rmtree(seg)
         return str(seg.relative_to(home)), journalled, False
@@ -176,6 +180,7 @@ CORRUPTIONS = [
     *DERIVED,
     "truncated data.json",
     "overwritten bytes in data.json",
+    "bytes after data.json",
     "manifest.json",
     "meta.json",
     "vectors.npy",

@@ -24,6 +24,7 @@ scanning it record by record, so `mem doctor --repair` and `mem export` keep wha
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import re
@@ -315,11 +316,24 @@ def scan_records(data: bytes) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
 
 def _loads_record(chunk: bytes) -> tuple[bytes, dict[str, Any]] | None:
     """The record in `chunk` (its exact bytes, and it parsed), which may be followed by the
-    table's and the file's closing braces."""
-    for cut in (chunk, chunk[:-1], chunk[:-2]):
+    table's and the file's closing braces, or by anything else (bytes written past the end)."""
+    for cut in (chunk, chunk[:-1], chunk[:-2], _first_value(chunk)):
         try:
             doc = orjson.loads(cut)
         except orjson.JSONDecodeError:
             continue
         return (cut, doc) if isinstance(doc, dict) and isinstance(doc.get("id"), str) else None
     return None
+
+
+def _first_value(chunk: bytes) -> bytes:
+    """The bytes of the JSON value `chunk` starts with, whatever follows it (b"" if none): the
+    last record of a file with bytes appended runs to the end of the file. Bytes that are not
+    UTF-8 map to one character each (surrogateescape), so the value's length in characters
+    gives back its bytes."""
+    text = chunk.decode("utf-8", "surrogateescape")
+    try:
+        _, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return b""
+    return text[:end].encode("utf-8", "surrogateescape")
