@@ -202,6 +202,7 @@ def test_damage_is_detected_named_and_salvaged(home, what):
     found = mem(home, "retrieve", "-q", "fact topic3", "-n", "proj", "--agent", "alice", "--format", "json")
     assert found.returncode in (0, 1), found
     assert b"Traceback" not in found.stderr and b"KeyError" not in found.stderr
+    assert b"--repair`: answering" not in found.stderr  # the advice once (outside audit 29a: said twice)
     if readable:
         assert found.returncode == 0, found.stderr
         assert {e["key"]["k"] for e in orjson.loads(found.stdout)} <= intact

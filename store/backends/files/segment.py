@@ -145,7 +145,10 @@ def open_segment(folder: Path) -> Segment:
         stand_in = _rebuilt(folder)
         if stand_in is None:
             raise
-        logger("segment").warning("%s: answering from a rebuilt copy; run `mem doctor --repair`", exc.message)
+        where, why = exc.detail.get("file", str(folder)), exc.detail.get("why", "damaged")
+        logger("segment").warning(
+            "%s is damaged (%s): answering from a rebuilt copy; run `mem doctor --repair`", where, why
+        )
         return stand_in
 
 
@@ -386,7 +389,7 @@ class Segment:
         for name, entry in (self.manifest or {"files": {}})["files"].items():
             problem = file_problem(self.folder, name, entry)
             if problem is not None:
-                return damaged(self.folder / name, f"{problem}, found while this process had it open")
+                return damaged(self.folder / name, f"{problem}, found on reading it")
         return None
 
     def find(self, rid: str) -> int | None:
