@@ -121,6 +121,15 @@ def corrupt(home: Path, shard: Path, what: str) -> tuple[str, set[int], bool]:
             intact | set(range(CHECKPOINTED, CHECKPOINTED + LATER)),
             False,
         )
+    if what in ("bytes between records of data.json", "bodies swapped in data.json"):  # outside audit 29c
+        data = (seg / "data.json").read_bytes()
+        (a, b), (c, d) = np.load(seg / "offsets.npy")[10:12]
+        if what.startswith("bytes"):  # after the comma that follows a record: the next one was lost
+            data = data[: b + 1] + b" X\n\xff " + data[b + 1 :]
+        else:  # each record under the other's number: both were lost
+            data = data[:a] + data[c:d] + data[b:c] + data[a:b] + data[d:]
+        (seg / "data.json").write_bytes(data)
+        return str((seg / "data.json").relative_to(home)), everything, False
     if what == "bytes after data.json":  # found by an outside audit: its last record was lost
         with open(seg / "data.json", "ab") as out:
             out.write(b"\nGARBAGE\x00\x01")
@@ -181,6 +190,8 @@ CORRUPTIONS = [
     "truncated data.json",
     "overwritten bytes in data.json",
     "bytes after data.json",
+    "bytes between records of data.json",
+    "bodies swapped in data.json",
     "manifest.json",
     "meta.json",
     "vectors.npy",
@@ -442,3 +453,30 @@ def test_a_journal_cut_under_a_running_process_is_named_and_read_anew(home, monk
     keys = {e["key"]["id"] for e in svc.retrieve(scope, limit=10)["entries"]}
     assert keys == {"a", "b", "d"}  # c was cut away by hand: named, not kept
     assert {e["key"]["id"] for e in MemoryService(home).retrieve(scope, limit=10)["entries"]} == keys
+
+
+@pytest.mark.parametrize("change", ["garbage before the header", "blank lines", "spaces around lines"])
+def test_a_journal_with_lines_put_in_keeps_every_write(home, change):
+    """Found by an outside audit: garbage put before a journal's header made its first write look
+    like a repeat (skipped, then lost by the repair), and a blank line or spaces around a line
+    were counted as a lost line (the repair exited 1 having lost nothing)."""
+    shard = build(home)
+    (wal,) = [p for p in shard.glob("wal-*") if b'"doc":' in p.read_bytes()]
+    lines = wal.read_bytes().splitlines(keepends=True)
+    if change == "garbage before the header":
+        wal.write_bytes(b"garbage\n" + b"".join(lines))
+    elif change == "blank lines":
+        wal.write_bytes(b"\n".join(lines[:2]) + b"\n  \n" + b"".join(lines[2:]) + b"\n")
+    else:
+        wal.write_bytes(b"".join(b"  " + line.rstrip(b"\n") + b" \n" for line in lines))
+    everything = set(range(CHECKPOINTED + LATER))
+    assert keys_in_store(home) == everything
+    assert len(mem(home, "export").stdout.splitlines()) == len(everything)
+    repaired = mem(home, "doctor", "--repair", "--format", "json")
+    outcome = orjson.loads(repaired.stdout) if repaired.stdout.strip() else []
+    if change == "garbage before the header":  # a line that is not one: it could have held a write
+        assert repaired.returncode == 1 and sum(f.get("lost") or 0 for f in outcome) == 1, outcome
+    else:  # nothing was lost, and nothing said so
+        assert repaired.returncode == 0 and sum(f.get("lost") or 0 for f in outcome) == 0, outcome
+    assert keys_in_store(home) == everything
+    assert mem(home, "doctor").returncode == 0

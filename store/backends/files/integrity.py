@@ -24,6 +24,7 @@ scanning it record by record, so `mem doctor --repair` and `mem export` keep wha
 
 from __future__ import annotations
 
+import bisect
 import json
 import mmap
 import os
@@ -132,8 +133,9 @@ def check_op(op: Any) -> str | None:
 def parse_line(line: bytes, sealed: bool) -> tuple[dict[str, Any] | None, str | None, bool]:
     """(op, problem, sealed): the operation on one journal line, or why it was rejected. `sealed`
     says whether an earlier line of the journal carried a checksum: from then on every line
-    must (a line whose checksum marker itself was damaged is caught that way)."""
-    payload, verdict = unseal(line)
+    must (a line whose checksum marker itself was damaged is caught that way). Spaces around the
+    line are not part of it (a writer puts none there)."""
+    payload, verdict = unseal(line.strip())
     if verdict is False:
         return None, "checksum mismatch", True
     if verdict is None and sealed:
@@ -150,12 +152,15 @@ class LineOrder:
     """The numbers journal lines carry (`"line"`, see `journal.py`), checked as a journal is read.
     Healthy, they are 1, 2, 3... in file order (lines of older versions carry none and count one
     each). A number read before is a repeat: applying it again could bring back a record deleted
-    since, so it is skipped. A number past the count leaves a gap (less the unreadable lines since
-    the last readable one, which held those numbers); lines after it may fill it (then the line
-    past the gap was out of place, and nothing is lost), so what is missing is only known at the
-    end of the file (`gap_problems`)."""
+    since, so it is skipped. A number under the count that was not read before is applied: the
+    lines before it that could not be read took its place in the count (garbage put in front of
+    the header, an outside audit found, made every line look like a repeat). A number past the
+    count leaves a gap (less the unreadable lines since the last readable one, which held those
+    numbers); lines after it may fill it (then the line past the gap was out of place, and
+    nothing is lost), so what is missing is only known at the end of the file (`gap_problems`)."""
 
     def __init__(self) -> None:
+        self.seen: set[int] = set()  # the numbers read so far
         self.expected = 1  # the number the next line should carry
         self.unreadable = 0  # lines since the last readable one that could not be read
         self.holes: set[int] = set()  # numbers a gap skipped that no line has filled yet (none when healthy)
@@ -174,9 +179,10 @@ class LineOrder:
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:  # an older line
             self.expected, self.unreadable = self.next_number() + 1, 0
             return None
-        if number < self.expected and number not in self.holes:
+        if number in self.seen:
             return OutOfSequence("repeat", f"{REPEATED} (it says it is line {number}): skipped")
-        if number < self.expected:  # fills a gap: the line past it was the one out of place
+        self.seen.add(number)
+        if number < self.expected:  # fills a gap (the line past it was out of place), or unreadable lines' place
             self.holes.discard(number)
             return None
         skipped = range(self.next_number(), number)
@@ -214,6 +220,12 @@ def complete_lines(data: bytes) -> list[bytes]:
     return data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
 
 
+def is_blank(line: bytes) -> bool:
+    """Whether a journal line holds nothing but spaces: no operation was written there (one that
+    was, then lost, leaves the next line's number past the count: a gap), so it is passed over."""
+    return not line.strip()
+
+
 MISSING_LINES = "lines before it are missing"
 REPEATED = "repeats an earlier line"
 MOVED = "is out of place"
@@ -237,6 +249,8 @@ def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]
     sealed = False
     order = LineOrder()
     for number, line in enumerate(complete_lines(data), 1):
+        if is_blank(line):
+            continue
         op, problem, sealed = parse_line(line, sealed)
         out_of_sequence = order.check(op, number)
         if out_of_sequence and out_of_sequence.kind == "repeat":  # a gap: once the whole file is read
@@ -291,25 +305,27 @@ def size_problem(size: int, entry: dict[str, Any]) -> str | None:
 
 # -- salvaging records -------------------------------------------------------------------------
 
-_RECORD_START = re.compile(rb'[{,]"(\d+)":(?=\{)')
+_RECORD_START = re.compile(rb'[{,]?"(\d+)":(?=\{)')
 
 
 def scan_records(data: bytes) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
     """(doc id, bytes, record) of every record of a checkpoint file that still parses, however
-    the file was cut or overwritten. A record of a TinyDB table is `"<doc id>":{...}` preceded
-    by `{` or `,`; such a marker cannot occur inside a JSON string (its quote would be escaped),
-    only in a nested object, so each candidate is parsed up to one of the next few markers and
-    the first end that parses is taken."""
-    starts = [(m.end(), int(m[1]), m.start()) for m in _RECORD_START.finditer(data)]
-    ends = [m_start for _, _, m_start in starts[1:]] + [len(data)]
+    the file was cut or overwritten, or bytes put between its records. A record of a TinyDB
+    table is `"<doc id>":{...}`, preceded by `{` or `,` unless bytes were put there; such a marker
+    cannot occur inside a JSON string (its second quote would end it), only in a nested object,
+    so each candidate is parsed up to one of the next few markers, the first end that parses is
+    taken, and the markers inside the record taken are passed over."""
+    found_at = list(_RECORD_START.finditer(data))
+    marks = [m.start() for m in found_at]
+    ends = [*marks[1:], len(data)]
     i = 0
-    while i < len(starts):
-        body, doc_id, _ = starts[i]
-        for j in range(i, min(i + 8, len(starts))):
+    while i < len(found_at):
+        body, doc_id = found_at[i].end(), int(found_at[i][1])
+        for j in range(i, min(i + 8, len(found_at))):
             found = _loads_record(data[body : ends[j]])
             if found is not None:
                 yield doc_id, *found
-                i = j
+                i = bisect.bisect_left(marks, body + len(found[0])) - 1  # the next marker after it
                 break
         i += 1
 

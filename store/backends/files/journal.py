@@ -31,7 +31,7 @@ from typing import Any
 
 from ...log import logger
 from ...paths import FILE_MODE, fsync_dir
-from .integrity import LineOrder, complete_lines, parse_line, seal
+from .integrity import LineOrder, complete_lines, is_blank, parse_line, seal
 
 Op = dict[str, Any]
 
@@ -91,6 +91,8 @@ class Journal:
         end = data.rfind(b"\n") + 1
         for line in complete_lines(data[:end]):
             self._lines += 1
+            if is_blank(line):
+                continue
             op, problem, self._sealed = parse_line(line, self._sealed)
             if not self._in_sequence(op):
                 continue

@@ -142,9 +142,12 @@ def _read_segment(seg: Path, result: Salvage) -> None:
     except FileNotFoundError:
         data = b""
     seen: set[int] = set()
+    # a record is the row whose checksum it has, under whichever number it is found (records
+    # moved under each other's numbers are kept: an outside audit saw both lost)
+    rows = None if sums is None else {int(value): row for row, value in enumerate(sums)}
     for doc_id, raw, doc in scan_records(data):
-        row = doc_id - 1
-        if row in seen or (sums is not None and (row >= len(sums) or record_checksum(raw) != int(sums[row]))):
+        row = doc_id - 1 if rows is None else rows.get(record_checksum(raw), -1)
+        if row in seen or row < 0:
             continue  # a damaged record that still parses, or a nested object taken for a record
         seen.add(row)
         result.docs[doc["id"]] = doc
