@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import InvalidInput
 from ..timefmt import iso
 from .documents import _markdown, _todo, require_object
 from .episodes import EVENT_FIELDS, _event, _title
+from .filters import parse_time
 from .graph import ENTITY_FIELDS, RELATION_FIELDS, _entity, _relation, relation_id
 from .persistent import _validated
 
@@ -124,11 +124,10 @@ def _times(doc: Doc, *fields: str) -> None:
     out of place among them. The error shows the value written the expected way."""
     for field in fields:
         value = doc.get(field)
-        try:
-            when = datetime.fromisoformat(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise InvalidInput(f"{field} must be an ISO 8601 time, not {value!r}") from None
-        canonical = iso((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp())
+        seconds = parse_time(value)
+        if seconds is None:
+            raise InvalidInput(f"{field} must be an ISO 8601 time, not {value!r}")
+        canonical = iso(seconds)
         if value != canonical:
             raise InvalidInput(f"{field} must be a UTC time written as mem writes it ({canonical!r}), not {value!r}")
 

@@ -300,7 +300,8 @@ def _word_sets(
     outside audit found such rows of every query word missing), else a cosine of at most
     `reach`, the cheapest sets within the budget."""
     sets: list[list[str]] = []
-    bar, norm = _kth_relevance(rows, weights, avgdl, k), normaliser(weights.values())
+    norm = normaliser(weights.values())
+    bar = _kth_relevance(rows, weights, avgdl, k, norm)
     for cosine in (1.0, reach):
         floor = _bm25_floor(bar, cosine, norm)
         if math.isinf(floor):
@@ -327,13 +328,13 @@ def _cosine_reach(rows: list[tuple], fetch: int) -> float:
     return max(reach, min(recent)) if len(recent) >= fetch else reach
 
 
-def _kth_relevance(rows: list[tuple], weights: dict[str, float], avgdl: float, k: int) -> float:
+def _kth_relevance(rows: list[tuple], weights: dict[str, float], avgdl: float, k: int, norm: float) -> float:
     """The candidates' `k`-th relevance (all the caller ranks: `ops/a2e.py` asks for its whole
-    pool), as `_scored` scores them; 0 when there are fewer than `k`."""
+    pool), as `_scored` scores them (`norm`: the query's BM25 normaliser); 0 when fewer than `k`."""
     if len(rows) < k:
         return 0.0
     vector = np.array([1.0 - (np.nan if row[1] is None else row[1]) for row in rows], dtype=np.float64)
-    lexical = np.minimum(bm25_scores(rows, weights, avgdl) / normaliser(weights.values()), 1.0)
+    lexical = np.minimum(bm25_scores(rows, weights, avgdl) / norm, 1.0)
     relevance = fuse(np.nan_to_num(vector, nan=0.0).astype(np.float32), lexical.astype(np.float32))
     return float(np.partition(relevance, len(relevance) - k)[len(relevance) - k])
 
