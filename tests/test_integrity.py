@@ -480,3 +480,23 @@ def test_a_journal_with_lines_put_in_keeps_every_write(home, change):
         assert repaired.returncode == 0 and sum(f.get("lost") or 0 for f in outcome) == 0, outcome
     assert keys_in_store(home) == everything
     assert mem(home, "doctor").returncode == 0
+
+
+def test_a_copy_of_a_damaged_put_after_its_delete_does_not_bring_the_record_back(home):
+    """Found by an outside audit (29d): a put whose line was damaged, and a copy of that line
+    put after the delete of its record, brought the record back (applied, and kept by the
+    repair). The copy's number was read past: it is a repeat, skipped and reported."""
+    shard = build(home)
+    svc = MemoryService(home)
+    svc.forget(svc.scope("proj", "alice"), keys=[{"k": CHECKPOINTED}], tier="semantic")
+    svc.close()
+    (wal,) = [p for p in shard.glob("wal-*") if b'"doc":' in p.read_bytes()]
+    lines = wal.read_bytes().splitlines(keepends=True)
+    put = next(n for n, line in enumerate(lines) if f"later fact {CHECKPOINTED}".encode() in line)
+    damaged_put = lines[put].replace(b"later fact", b"LATER fact", 1)
+    wal.write_bytes(b"".join([*lines[:put], damaged_put, *lines[put + 1 :], lines[put]]))
+    assert CHECKPOINTED not in keys_in_store(home)
+    checked = mem(home, "doctor", "--format", "json")
+    assert checked.returncode == 1 and b"repeats an earlier line" in checked.stdout, checked
+    mem(home, "doctor", "--repair")
+    assert keys_in_store(home) == set(range(CHECKPOINTED + 1, CHECKPOINTED + LATER)) | set(range(CHECKPOINTED))

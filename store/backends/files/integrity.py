@@ -152,15 +152,13 @@ class LineOrder:
     """The numbers journal lines carry (`"line"`, see `journal.py`), checked as a journal is read.
     Healthy, they are 1, 2, 3... in file order (lines of older versions carry none and count one
     each). A number read before is a repeat: applying it again could bring back a record deleted
-    since, so it is skipped. A number under the count that was not read before is applied: the
-    lines before it that could not be read took its place in the count (garbage put in front of
-    the header, an outside audit found, made every line look like a repeat). A number past the
+    since, so it is skipped. The header (no number) is line 1 whatever comes before it: garbage
+    put in front of it made every line look like a repeat (an outside audit). A number past the
     count leaves a gap (less the unreadable lines since the last readable one, which held those
     numbers); lines after it may fill it (then the line past the gap was out of place, and
     nothing is lost), so what is missing is only known at the end of the file (`gap_problems`)."""
 
     def __init__(self) -> None:
-        self.seen: set[int] = set()  # the numbers read so far
         self.expected = 1  # the number the next line should carry
         self.unreadable = 0  # lines since the last readable one that could not be read
         self.holes: set[int] = set()  # numbers a gap skipped that no line has filled yet (none when healthy)
@@ -176,13 +174,13 @@ class LineOrder:
         if op is None:
             self.unreadable += 1
             return None
-        if not isinstance(number, int) or isinstance(number, bool) or number < 1:  # an older line
-            self.expected, self.unreadable = self.next_number() + 1, 0
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:  # the header, or an older line
+            header = op.get("op") == "shard" and self.expected == 1  # before any other readable line
+            self.expected, self.unreadable = (2 if header else self.next_number() + 1), 0
             return None
-        if number in self.seen:
+        if number < self.expected and number not in self.holes:
             return OutOfSequence("repeat", f"{REPEATED} (it says it is line {number}): skipped")
-        self.seen.add(number)
-        if number < self.expected:  # fills a gap (the line past it was out of place), or unreadable lines' place
+        if number < self.expected:  # fills a gap: the line past it was the one out of place
             self.holes.discard(number)
             return None
         skipped = range(self.next_number(), number)
