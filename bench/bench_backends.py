@@ -31,6 +31,11 @@ For each size N and each backend, through public tools only:
    `mem` processes and of the PostgreSQL server's processes (when the server runs on this
    machine) per acknowledged write, and how many of the machine's cores were busy in all
    (those, this script and the server): on one machine, writers and server share its cores.
+   On PostgreSQL, then, what the server alone sustains of the same writes into one namespace:
+   `pg_replay.py` has 8 `pgbench` clients (PostgreSQL's own load tool, a C client of negligible
+   CPU) send the statements a store sends, on a copy of the loaded store. In a fleet the writers
+   run on other machines; here they share the server's cores. Skipped without pgbench (it comes
+   with `pgserver`).
 5. `--waiting` more entries (default 10,000) imported into the loaded store, then retrieve by
    query again before any `mem gc`: what the rows not yet in the vector index cost every query
    (files: the journals' delta; PostgreSQL: the rows past the HNSW index's watermark).
@@ -118,6 +123,15 @@ def cpu_seconds(pids: list[int]) -> float:
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     fields = [_stat(pid) for pid in pids]
     return sum(int(f[11]) + int(f[12]) for f in fields if f) / ticks
+
+
+def server_seconds(pids: list[int]) -> float:
+    """CPU seconds of a server's processes `pids` (the postmaster first) and of its children that
+    ended and were waited for: the backends of connections closed meanwhile."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    fields = _stat(pids[0]) if pids else None
+    reaped = (int(fields[13]) + int(fields[14])) / ticks if fields else 0.0
+    return cpu_seconds(pids) + reaped
 
 
 def cpu_now(mem_pids: list[int], server_pids: list[int]) -> tuple[float, float, float]:
@@ -445,6 +459,31 @@ def writers_figure(stores: Stores, loaded: Store, seconds: float, shared: bool) 
     return figures
 
 
+def replay_figure(stores: Stores, loaded: Store, seconds: float) -> dict[str, float]:
+    """What the server alone sustains of the same writes, into one namespace: `pg_replay.py`
+    (8 pgbench clients sending a store's statements) on a copy of the loaded store, with the
+    server's CPU a write and the replayed writes missing after. Nothing without pgbench."""
+    from bench import pg_replay
+
+    pgbench = pg_replay.pgbench_path()
+    if pgbench is None or loaded.url is None:
+        return {}
+    store = stores.copy(loaded, "replay")
+    assert store.url is not None
+    server = stores.postgres.local_pids() if stores.postgres else []
+    before = pg_replay.replayed_rows(store.url)
+    cpu_before = server_seconds(server)
+    done = pg_replay.replay(store.url, seconds, WRITERS, pgbench)  # its connections end with it
+    cpu_used = server_seconds(server[:1] + [pid for pid in server[1:] if _parent(pid) == server[0]]) - cpu_before
+    figures = {
+        "replay writes/s": done["writes/s"],
+        "replay lost": done["writes"] - (pg_replay.replayed_rows(store.url) - before) + done["failed"],
+    }
+    if server:
+        figures["replay pg cpu ms"] = cpu_used * 1000 / max(done["writes"], 1)
+    return figures
+
+
 def _entry(writer: int, j: int) -> dict:
     import random
 
@@ -465,6 +504,9 @@ def measure(backend: str, stores: Stores, n: int, dump: Path, args: argparse.Nam
     for shared in (True, False):
         step(backend, n, f"{WRITERS} writers, {'one namespace' if shared else 'a namespace each'}")
         figures |= writers_figure(stores, loaded, args.write_seconds, shared)
+    if backend == "postgres":
+        step(backend, n, f"the same writes replayed by {WRITERS} pgbench clients")
+        figures |= replay_figure(stores, loaded, args.write_seconds)
     if args.waiting:
         step(backend, n, f"retrieve with {args.waiting} more entries not indexed yet")
         figures |= waiting_figures(loaded, dump.with_name(f"waiting-{args.waiting}.ndjson"), args.rounds)
@@ -496,6 +538,9 @@ ROWS = [  # (label, figure, format, target, meets(value) or None)
             ("CPU cores busy, with this script", "cores busy", "{:.2f}"),
         )
     ),
+    ("  (the server alone: 8 pgbench clients send them, writes/s)", "replay writes/s", "{:.0f}", "", None),
+    ("  (replayed writes missing after)", "replay lost", "{:.0f}", "0", lambda v: v == 0),
+    ("  (CPU ms a replayed write, the PostgreSQL server)", "replay pg cpu ms", "{:.2f}", "", None),
     ("8 writers, a namespace each, acked writes/s", "writers own acked/s", "{:.0f}", "", None),
     ("  (acknowledged writes missing after)", "writers own lost", "{:.0f}", "0", lambda v: v == 0),
     ("  (CPU cores busy, with this script)", "writers own cores busy", "{:.2f}", "", None),
@@ -504,6 +549,8 @@ ROWS = [  # (label, figure, format, target, meets(value) or None)
     ("  (`mem gc` after the import, s)", "gc after import s", "{:.1f}", "", None),
 ]
 RATIO_FIGURES = {"writers shared acked/s": 3.0, "writers own acked/s": None}
+# figures of PostgreSQL alone, compared with another figure of the files backend
+RATIO_AGAINST = {"replay writes/s": "writers shared acked/s"}
 
 
 def print_table(n: int, results: dict[str, dict[str, float | str]]) -> None:
@@ -513,7 +560,10 @@ def print_table(n: int, results: dict[str, dict[str, float | str]]) -> None:
     for label, name, fmt, target, meets in ROWS:
         f_value, p_value = files.get(name), pg.get(name)
         ratio, verdict = "", ""
-        if isinstance(f_value, float) and isinstance(p_value, float) and name in RATIO_FIGURES and f_value:
+        against = files.get(RATIO_AGAINST.get(name, ""))
+        if isinstance(against, float) and isinstance(p_value, float) and against:
+            ratio = f"{p_value / against:.2f}x"
+        elif isinstance(f_value, float) and isinstance(p_value, float) and name in RATIO_FIGURES and f_value:
             ratio = f"{p_value / f_value:.2f}x"
             wanted = RATIO_FIGURES[name]
             verdict = "" if wanted is None else ("yes" if p_value / f_value >= wanted else "NO")

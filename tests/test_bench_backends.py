@@ -71,3 +71,37 @@ def test_cpu_accounting_finds_the_servers_processes_on_this_machine(tmp_path: Pa
     assert pids and _comm(pids[0]) == "postgres" and all(_comm(pid) in ("postgres", "") for pid in pids)
     assert cpu_seconds(pids) > 0
     assert cpu_seconds([os.getpid(), 2**22 + 12345]) == cpu_seconds([os.getpid()])  # a pid not running adds 0
+
+
+def test_the_write_replay_sends_what_a_store_sends(tmp_path: Path, pg_url) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """`pg_replay.py`'s pgbench script writes records `mem` reads back, and keeps the statistics
+    and counters in step as a store does: the replayed statements are the backend's own."""
+    import psycopg
+
+    from bench import pg_replay
+
+    svc = MemoryService(tmp_path / "home", store=pg_url)
+    try:
+        svc.backend.embed(["warm up"])
+        session = svc.a2e.open_session("bench", "replay-test")
+        svc.a2e.store(session, [{"key": {"id": "mine"}, "content": "a first entry of the store", "tier": "semantic"}])
+    finally:
+        svc.close()
+    pgbench = pg_replay.pgbench_path()
+    assert pgbench is not None  # it comes with pgserver, in the test extra
+    done = pg_replay.replay(pg_url, 1, 2, pgbench)
+    assert done["writes"] > 0 and done["failed"] == 0
+    assert pg_replay.replayed_rows(pg_url) == done["writes"]
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT count(*), sum(size) FROM mem_records WHERE namespace = 'bench'").fetchone()
+        scope = conn.execute("SELECT n_docs, bytes FROM mem_scopes WHERE namespace = 'bench'").fetchone()
+        usage = conn.execute("SELECT entries, bytes FROM mem_usage WHERE namespace = 'bench'").fetchone()
+    assert rows == scope == usage and rows[0] == done["writes"] + 1
+    svc = MemoryService(tmp_path / "home", store=pg_url)
+    try:
+        session = svc.a2e.open_session("bench", "replay-test")
+        found = svc.a2e.retrieve(session, query=pg_replay.TEXT, limit=3)
+    finally:
+        svc.close()
+    assert found["total"] == done["writes"] + 1
+    assert found["entries"][0]["content"] == pg_replay.TEXT

@@ -95,10 +95,23 @@ ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
 # an expiry, with their sizes since migration 3). Both settings are back to the session's before
 # the section's own statements (RESET).
 ENTRY_SETTINGS = GENERIC_PLAN
+
+
 PENDING = object()  # a write section's usage before its entry's read is taken (`lock`)
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
 DEADLOCK = "40P01"
+
+
+def entry_locks(early: bool) -> str:
+    """What a write section sends first: the embedder lock (shared), the namespace's lock (from
+    three parameters: the embedder lock's two integers and the namespace's database name), and
+    ENTRY_SETTINGS; with `early`, a COMMIT that does not wait for the disk (see `lock`)."""
+    return (
+        "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0)), "
+        + "".join(f"set_config('{key}', '{value}', true), " for key, value in ENTRY_SETTINGS.items())
+        + ("set_config('synchronous_commit', 'off', true)" if early else "true")
+    )
 
 
 def deadlocked(exc: StoreUnavailable) -> bool:
@@ -394,13 +407,7 @@ class PostgresBackend(Backend):
         early = self.db.early_release
 
         def enter(conn: Any) -> Any:  # sent with the BEGIN: one round trip
-            conn.execute(
-                "SELECT pg_advisory_xact_lock_shared(%s, %s), pg_advisory_xact_lock(hashtextextended(%s, 0)), "
-                + "".join(f"set_config('{key}', '{value}', true), " for key, value in ENTRY_SETTINGS.items())
-                + ("set_config('synchronous_commit', 'off', true)" if early else "true"),  # see `durable` below
-                [*sch.EMBEDDER_LOCK, name],
-                prepare=True,
-            )
+            conn.execute(entry_locks(early), [*sch.EMBEDDER_LOCK, name], prepare=True)
             read = conn.execute(ENTRY, {"ns": name, "now": entered}, prepare=True)  # its own snapshot: after the locks
             for setting in ENTRY_SETTINGS:
                 conn.execute(f"RESET {setting}")
