@@ -401,11 +401,14 @@ def _written_time(value: str) -> float | None:
     """Unix seconds of a time field written as text: its full date (LoCoMo's "1:56 pm on 8 May,
     2023", LongMemEval's "2023/05/20 (Sat) 02:21", "Mon, 08 May 2023 13:56:00 GMT") at the time
     of day written in it (the first one: "10:00-11:30" is 10:00), else at midnight; UTC unless a
-    numeric offset follows the time ("+02:00" after a space, "GMT+2", "UTC-05:30"). Zone names
-    ("EST") are not read: UTC."""
+    numeric offset follows the time (" +0200", "+02:00", "GMT+2", "UTC-05:30"), or a "GMT" or
+    "UTC" one comes anywhere after it ("2:00 pm on 8 May, 2023 GMT+2"). Zone names ("EST") are
+    not read: UTC."""
     iso = re.match(ISO_PREFIX, value)
     if iso is not None:  # "2023-05-08T14:00:00 CEST", "2023-05-08T14:00 (Mon)": ISO-8601, then words
-        return _seconds(iso.group())
+        seconds = _seconds(iso.group())
+        zoned = re.search(r"(?:Z|[+-]\d\d(?::?\d\d)?)$", iso.group()) is not None
+        return seconds if seconds is None or zoned else seconds - _offset_after(value[iso.end() :])
     day = _leading_day(value)
     if day is None:
         return None
@@ -423,13 +426,14 @@ def _written_time(value: str) -> float | None:
 
 
 def _offset_after(tail: str) -> int:
-    """Seconds east of UTC of the offset starting `tail`, 0 for none."""
-    for pattern in OFFSETS:
-        found = re.match(pattern, tail, re.IGNORECASE)
-        if found is not None:
-            sign = -1 if found["sign"] == "-" else 1
-            return sign * (int(found["h"]) * 3600 + int(found["m"] or 0) * 60)
-    return 0
+    """Seconds east of UTC of the offset starting `tail`, else of a "GMT"/"UTC" one anywhere in
+    it (named, it cannot be a range or a count); 0 for none."""
+    found = next((m for m in (re.match(p, tail, re.IGNORECASE) for p in OFFSETS) if m), None)
+    found = found or re.search(OFFSETS[0], tail, re.IGNORECASE)
+    if found is None:
+        return 0
+    sign = -1 if found["sign"] == "-" else 1
+    return sign * (int(found["h"]) * 3600 + int(found["m"] or 0) * 60)
 
 
 # A time of day in a time field: "02:21", "1:56 pm", "13:56:00", "2pm"; not inside a version

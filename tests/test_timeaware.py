@@ -128,6 +128,13 @@ def test_an_entry_time_is_its_date_field_then_a_leading_date_then_created_at():
         ("2023-05-08T14:00:00 CEST", "2023-05-08T14:00:00"),  # ISO-8601, then words (was no date)
         ("2023-05-08T14:00:00+02:00 (CEST)", "2023-05-08T12:00:00"),
         ("2023-05-08T14:00 (Mon)", "2023-05-08T14:00:00"),
+        # an offset after an ISO-8601 time without one (outside audit 30c: read as UTC)
+        ("2023-05-08 14:00 +0200", "2023-05-08T12:00:00"),
+        ("2023-05-08 14:00 GMT+2", "2023-05-08T12:00:00"),
+        ("2023-05-08 14:00 UTC-05:30", "2023-05-08T19:30:00"),
+        ("2023-05-08T14:00Z GMT+2", "2023-05-08T14:00:00"),  # its own zone first
+        ("2:00 pm on 8 May, 2023 GMT+2", "2023-05-08T12:00:00"),  # a named offset after the date
+        ("2023-05-08 14:00 -12 people", "2023-05-08T14:00:00"),
     ],
 )
 def test_a_time_field_written_as_text_keeps_its_time_of_day(written, iso):
