@@ -350,3 +350,21 @@ def test_exporting_a_namespace_that_is_not_there_is_not_found(service):
     assert len(list(service.export("there"))) == 1
     service.forget(scope, keys=[{"k": 1}], tier="semantic")
     assert list(service.export("there")) == []
+
+
+def test_entries_tied_on_relevance_and_time_are_listed_by_key_whatever_order_stored(service):
+    """Ties came in the order a backend stored the records, so an export and import (which
+    writes them in id order) changed the listing, and the bridge's leader among entries tied at
+    the top, with every relevance it lifts (outside audit 30c). Now ties are ordered by record id."""
+    keys = ["c", "a", "e", "b", "d"]
+    listed: dict[str, list] = {}
+    for name, order in (("one", keys), ("two", list(reversed(keys)))):
+        session = service.init(name, "alice")
+        service.store(session, [entry(k, "the same words in each", tier="semantic") for k in order])
+        for query in ("", "same words"):
+            found = service.retrieve(session, query=query, limit=5)["entries"]
+            listed.setdefault(query, []).append([(e["key"]["k"], e["relevance"]) for e in found])
+    for query, (one, two) in listed.items():
+        assert one == two  # the same listing, whichever order the records were stored in
+        ties = [k for k, relevance in one if relevance == one[0][1]]
+        assert len(ties) >= 2 and ties == sorted(ties), query  # a tie group, by key

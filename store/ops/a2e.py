@@ -8,6 +8,7 @@ keeping `created_at`.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -578,7 +579,7 @@ def _rank(
     eligible = _passes(relevance, min_score)  # the relevance shown, after the gains
     if min_score > 0:  # a gain can lift a pooled entry over the floor: `total` counts what passes now
         total += int(np.count_nonzero(eligible)) - passed_before
-    ordered = np.lexsort((-updated, -rank))
+    ordered = _best_first(rank, updated, refs, pool_size)
     ordered = ordered[eligible[ordered]][:pool_size]
     listed, penalties, twins = (
         _diversified(refs, ordered, relevance, limit) if queried else (ordered[:limit], None, None)
@@ -619,13 +620,29 @@ def _bridge(
     def content(at: int) -> Any:
         return refs[at][0].doc(refs[at][1]).get("content")
 
-    best_first = np.lexsort((-updated, -relevance))
+    best_first = _best_first(relevance, updated, refs, bridge.POOL)
     relevance, bridged = bridge.lift(query, relevance, best_first, content)
     if bridged:
         lead = refs[int(best_first[0])]
         for why in bridged.values():
             why["from"] = public(lead[0].doc(lead[1])).get("key")
     return relevance, bridged
+
+
+def _best_first(rank: np.ndarray, updated: np.ndarray, refs: list[tuple[Candidates, int]], head: int) -> np.ndarray:
+    """Pool positions best first: by `rank`, then newest, and entries tied on both within the
+    first `head` by record id. Without the id, ties came in the order a backend stored the
+    records, which an export and import changes: the bridge's leader among entries tied at the
+    top, and so every relevance it lifts, moved with it (outside audit 30c). A tie group that
+    runs past `head` is ordered within it only (its members past it are not read)."""
+    order = np.lexsort((-updated, -rank))
+    top = order[:head]
+    if len(top) < 2 or not np.any((rank[top][1:] == rank[top][:-1]) & (updated[top][1:] == updated[top][:-1])):
+        return order  # the usual case: no record is read
+    placed: list[int] = []
+    for _, run in itertools.groupby(top.tolist(), key=lambda at: (rank[at], updated[at])):
+        placed += sorted(run, key=lambda at: str(refs[at][0].doc(refs[at][1]).get("id", "")))
+    return np.concatenate([np.array(placed, dtype=order.dtype), order[head:]])
 
 
 def _diversified(
