@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -160,7 +161,7 @@ def _text(value: Any, name: str, optional: bool = False) -> Any:
 
 
 def _path(value: Any, name: str = "path") -> Path:
-    if not isinstance(value, (str, Path)):
+    if not isinstance(value, (str, os.PathLike)):
         raise InvalidInput(f"{name} must be a path (str or Path), not {type(value).__name__}")
     return Path(value)
 
@@ -393,7 +394,9 @@ class Memory(_Tiers):
         embedder: str | None = None,
         pooled: bool = False,
     ) -> None:
-        self.service = MemoryService(home, embedder=embedder, store=store, pooled=pooled)
+        home = None if home is None else _path(home, "home")
+        store, embedder = _text(store, "store", optional=True), _text(embedder, "embedder", optional=True)
+        self.service = MemoryService(home, embedder=embedder, store=store, pooled=_flag(pooled, "pooled"))
         self._owner, self._guard = True, _Guard(self.service.lock)
         try:
             self._set_scope(namespace, agent)
@@ -705,8 +708,9 @@ class Documents(_Group):
         return cast(Record, self._tool("delete")(memory_id, namespace=self._ns))
 
     def list(self, filters: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> Records:
-        """The records, newest first; `filters` match fields of the object, then of its metadata
-        (`{"status": "done"}`, `{"priority": {"$gte": 2}}`: see the README's Filters)."""
+        """The records, newest first, 100 at a time unless `limit` says (<= 1000); `filters` match
+        fields of the object, then of its metadata (`{"status": "done"}`, `{"priority": {"$gte": 2}}`:
+        see the README's Filters)."""
         limit, offset = _count(limit, "limit"), _count(offset, "offset", optional=False)
         return cast(Records, self._tool("list")(filters, limit, offset, namespace=self._ns))
 
@@ -765,7 +769,8 @@ class Episodes(_Group):
         self, filters: dict[str, Any] | None = None, include_archived: bool = False, limit: int | None = None,
         offset: int = 0,
     ) -> Records:  # fmt: skip
-        """The logs with their event counts, newest first (archived ones only if asked)."""
+        """The logs with their event counts, newest first (archived ones only if asked), 100 at a
+        time unless `limit` says (<= 1000)."""
         limit, offset = _count(limit, "limit"), _count(offset, "offset", optional=False)
         archived = _flag(include_archived, "include_archived")
         return self._service.episodic_memory_list(filters, archived, limit, offset, namespace=self._ns)
@@ -875,7 +880,8 @@ class Persistent(_Group):
     def list(
         self, input_scope: str | None = None, active_only: bool = False, limit: int | None = None, offset: int = 0
     ) -> Records:
-        """The configurations, newest first, optionally only those of an input scope or active."""
+        """The configurations, newest first, optionally only those of an input scope or active,
+        100 at a time unless `limit` says (<= 1000)."""
         limit, offset = _count(limit, "limit"), _count(offset, "offset", optional=False)
         active = _flag(active_only, "active_only")
         return self._service.persistent_memory_list(input_scope, active, limit, offset, namespace=self._ns)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -115,10 +116,15 @@ class MemStore(BaseStore):
         ttl: TTLConfig | None = None,
         service: MemoryService | None = None,
     ) -> None:
+        if home is not None and not isinstance(home, (str, os.PathLike)):
+            raise TypeError(f"home must be a path (str or Path), not {type(home).__name__}")
+        for name, value in (("store", store), ("namespace", namespace)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a string, not {type(value).__name__}")
+        self.fields = _paths(fields, "fields")
         self._owns_service = service is None
         self.service = service or MemoryService(Path(home).expanduser() if home else None, store=store)
         self.namespace = namespace
-        self.fields = list(fields)
         self.ttl_config = ttl
         # one batch at a time per open store: LangGraph runs parallel nodes in threads, and a
         # batch's reads and writes must not interleave with another's in this process; the lock
@@ -253,7 +259,8 @@ class MemStore(BaseStore):
         """The words search finds the item by: the texts at its index paths, or None."""
         if op.index is False:
             return None
-        texts = [t for path in (self.fields if op.index is None else op.index) for t in _texts_at(op.value, path)]
+        paths = self.fields if op.index is None else _paths(op.index, "index")
+        texts = [t for path in paths for t in _texts_at(op.value, path)]
         text = "\n".join(t for t in texts if t.strip())
         return text or None
 
@@ -290,8 +297,19 @@ def _check_op(op: Op) -> None:
         raise ValueError(f"a key must be text without NUL, not {op.key!r}")
     if isinstance(op, PutOp) and op.value is not None:
         _check_ttl(op.ttl)
+        if op.index is not None and op.index is not False:
+            _paths(op.index, "index")
     if isinstance(op, (SearchOp, ListNamespacesOp)):
         _check_page(op.limit, op.offset)
+
+
+def _paths(given: Any, name: str) -> list[str]:
+    """Index paths: a lone string is one path, as `["text"]`, never its characters (each then a
+    path of a field of one letter, the item indexed by the wrong words)."""
+    paths = [given] if isinstance(given, str) else given
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(path, str) for path in paths):
+        raise ValueError(f"{name} must be a path or a list of paths (strings), not {given!r}")
+    return list(paths)
 
 
 def _check_page(limit: Any, offset: Any) -> None:

@@ -593,3 +593,19 @@ def test_arguments_the_audit_found_unchecked_are_invalid_input(memory):
             call()
     jsonl = b'{"type": "entity", "name": "A", "entityType": "p", "observations": []}'
     assert memory.graph.import_jsonl(jsonl)["entities"] == 1  # bytes are lines of text
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"home": 5}, "home must be a path"),
+        ({"store": 5}, "store must be a string"),
+        ({"embedder": ["hash"]}, "embedder must be a string"),
+        ({"pooled": "yes"}, "pooled must be True or False"),
+        ({"pooled": "false"}, "pooled must be True or False"),  # a truthy string, taken as True before
+    ],
+)
+def test_opening_with_an_argument_of_the_wrong_type_is_invalid_input(home, options, message):
+    """Outside audit 30b: `home=5` was a raw TypeError and `pooled="false"` was taken as true."""
+    with pytest.raises(InvalidInput, match=message):
+        Memory(**{"home": home, **options})

@@ -677,3 +677,27 @@ def test_editing_what_a_read_returned_changes_nothing_stored(home, monkeypatch, 
         assert store.get(("users", "u1"), "prefs").value == {"n": 1, "tags": ["a"]}
     with MemStore(home=home) as fresh:
         assert fresh.get(("users", "u1"), "prefs").value == {"n": 1, "tags": ["a"]}
+
+
+def test_a_lone_string_of_index_paths_is_one_path(home):
+    """`fields="text"` (or a put's `index="text"`) indexed the fields "t", "e", "x", "t": the
+    item was found by the wrong words (outside audit 30b). A lone string is one path."""
+    value = {"text": "hello world", "t": "zebra", "e": "elephant"}
+    with MemStore(home, fields="text") as store:  # type: ignore[arg-type]
+        store.put(("a",), "by-fields", value)
+        store.put(("b",), "by-index", value, index="text")  # type: ignore[arg-type]
+        for labels in (("a",), ("b",)):
+            (found,) = store.search(labels, query="hello world")
+            assert found.score is not None and found.score > 0.9
+            (other,) = store.search(labels, query="zebra elephant")
+            assert other.score is not None and other.score < 0.5
+        with pytest.raises(ValueError, match="index must be a path"):
+            store.put(("a",), "k", value, index=[3])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "options, error", [({"namespace": 5}, TypeError), ({"store": 5}, TypeError), ({"fields": 5}, ValueError)]
+)
+def test_opening_with_an_option_of_the_wrong_type_says_which(home, options, error):
+    with pytest.raises(error, match=next(iter(options))):
+        MemStore(home, **options)

@@ -210,6 +210,7 @@ def test_episodic_timeline_with_its_filters(client, service):
     assert agents(agent="bot") == [("tool_call", "bot"), ("user_action", "bot")]
     assert agents(tag="b") == [("user_action", "bot")]
     assert agents(last_count="1") == [("user_action", "bot")]
+    assert len(agents(last_count="")) == 3  # the page's empty field: no such filter
     assert agents(since="2099-01-01T00:00:00Z") == []
 
 
@@ -315,6 +316,8 @@ BAD_GETS = [
     ("/api/episodic/events", {"memory_id": "ep_nope"}, 404, "ep_nope"),
     ("/api/episodic/events", {"memory_id": "x", "since": "not a date"}, 400, "since"),
     ("/api/episodic/events", {"memory_id": "x", "last_count": "many"}, 400, "last_count"),
+    ("/api/episodic/events", {"memory_id": "x", "last_count": "-1"}, 400, "last_count"),  # audit 30b: all events
+    ("/api/episodic/events", {"memory_id": "x", "last_minutes": "-5"}, 400, "last_minutes"),
     ("/api/graph", {"limit": "100000"}, 400, "limit"),
     ("/api/documents", {}, 400, "kind is required"),
     ("/api/documents", {"kind": "pdf"}, 400, "kind must be one of"),

@@ -226,6 +226,12 @@ class Args:
             raise InvalidInput(f"{name} must be between {low:g} and {high:g}")
         return number
 
+    def given(self, name: str) -> bool:
+        """Whether the request gives `name` a value (an empty form field gives none)."""
+        raw = self.data.get(name)
+        raw = raw[-1] if isinstance(raw, list) and raw else raw
+        return raw is not None and raw != [] and not (isinstance(raw, str) and not raw.strip())
+
     def integer(self, name: str, default: int, low: int, high: int) -> int:
         raw = self.data.get(name, default)
         raw = (raw[-1] if raw else default) if isinstance(raw, list) else raw
@@ -356,8 +362,9 @@ class Api:
     def events(self, args: Args) -> dict[str, Any]:
         """`mem episodic get`, `event-types` and `query` with its filters: one timeline."""
         namespace, memory_id = args.text("namespace", "default"), args.required("memory_id")
-        last_minutes = args.number("last_minutes", -1, -1, 10**9)
-        last_count = args.integer("last_count", -1, -1, 10**9)
+        # not given (or left empty by the page's form): no such filter; given, at least 0, as the CLI takes them
+        last_minutes = args.number("last_minutes", 0, 0, 10**9) if args.given("last_minutes") else None
+        last_count = args.integer("last_count", 0, 0, 10**9) if args.given("last_count") else None
         return {
             "memory": self.service.episodic_memory_get(memory_id, namespace=namespace),
             "types": self.service.episodic_memory_get_event_types(memory_id=memory_id, namespace=namespace),
@@ -368,8 +375,8 @@ class Api:
                 tags=args.strings("tag") or None,
                 since=args.text("since") or None,
                 until=args.text("until") or None,
-                last_minutes=None if last_minutes < 0 else last_minutes,
-                last_count=None if last_count < 0 else last_count,
+                last_minutes=last_minutes,
+                last_count=last_count,
                 namespace=namespace,
             ),
         }
