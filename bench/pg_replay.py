@@ -8,8 +8,9 @@ entry sends, in the same two pipelined round trips, from 8 connections at once:
     round trip 1: BEGIN; the locks and settings; the namespace's entry read; RESET x2; the row read
     round trip 2: the upsert; the statistics; COMMIT; the WAL flush that makes it durable
 
-Each replayed write puts a record under a new id (`pgb<client>-<random>`) into namespace `bench`
-of the given database, so run it on a copy. The statements come from the backend's own code, with
+Each replayed write stores a semantic entry under a new key (`{"id": "pgb<client>-<random>"}`)
+into namespace `bench` of the given database, a record as `mem` writes it (so that `mem` reads,
+exports and forgets it like any other), so run it on a copy. The statements come from the backend's own code, with
 one recorded entry's values written in as literals: a change to the backend's SQL is replayed.
 
     python bench/pg_replay.py postgresql://.../copy_of_a_loaded_store [--seconds 10] [--clients 8]
@@ -25,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 NS = "bench"
 TEXT = "Chen finished the visa application on Monday and it cost more than expected."
-ROW_ID = "('pgb' || :client_id || '-' || :r)"  # pgbench variables: one new id a transaction
+KEY_ID = "('pgb' || :client_id || '-' || :r)"  # pgbench variables: one new key a transaction
+ROW_ID = f"""('{{"id":"' || {KEY_ID} || '"}}')"""  # the record's id: its key's canonical JSON
 
 
 def pgbench_path() -> str | None:
@@ -69,18 +72,28 @@ def _values(embedder: str) -> dict[str, str]:
     from a2e_mem.lexical import terms
 
     words = terms(TEXT)
-    doc = {"content": TEXT, "key": {"id": "replayed"}, "tier": "semantic", "tags": [], "score": 1.0}
+    now = time.time()
+    doc = {
+        "content": TEXT, "created_at": now, "expires_at": None, "id": "ID", "key": {"id": "KEY"}, "score": 1.0,
+        "source": "", "tags": [], "tier": "semantic", "ttl": 0, "updated_at": now,
+    }  # fmt: skip
     # json's ": " separator: pgbench would read ':name' inside the text as a variable
-    raw = json.dumps(doc)
+    before_id, after_id = json.dumps(doc).split('"ID"')
+    before_key, after_key = after_id.split('"KEY"')
+    raw = (
+        f"({literal(before_id)} || to_json({ROW_ID}::text)::text || {literal(before_key)} || "
+        f"to_json({KEY_ID}::text)::text || {literal(after_key)})"
+    )
     vector = "[" + ",".join(f"{x:.7f}" for x in get_embedder(embedder).embed([TEXT])[0]) + "]"
     distinct = sorted(set(words))
     return {
         "ns": literal(NS), "kind": literal("semantic"), "scope": "'{}'", "id": ROW_ID, "now": "0",
-        "ids": f"ARRAY[{ROW_ID}]", "raws": f"ARRAY[{literal(raw)}]", "sizes": f"ARRAY[{len(raw)}]",
+        "ids": f"ARRAY[{ROW_ID}]", "raws": f"ARRAY[{raw}]", "sizes": f"ARRAY[octet_length({raw})]",
         "vecs": f"ARRAY[{literal(vector)}::vector]", "terms": f"ARRAY[{literal(' '.join(words))}]",
-        "tags": "ARRAY['[]']", "scores": "ARRAY[1.0]", "updated": "ARRAY[0.0]",
-        "expires": "ARRAY[NULL::float8]", "when": "ARRAY[0.0]", "schema": literal("entries"),
-        "n": "1", "len": str(len(words)), "bytes": str(len(raw)), "entries": "1", "size": str(len(raw)),
+        "tags": "ARRAY['[]']", "scores": "ARRAY[1.0]", "updated": f"ARRAY[{now!r}]",
+        "expires": "ARRAY[NULL::float8]", "when": f"ARRAY[{now!r}]", "schema": literal("entries"),
+        "n": "1", "len": str(len(words)), "bytes": f"octet_length({raw})", "entries": "1",
+        "size": f"octet_length({raw})",
         "words": "ARRAY[" + ",".join(literal(w) for w in distinct) + "]",
         "dfs": "ARRAY[" + ",".join("1" for _ in distinct) + "]",
     }  # fmt: skip
@@ -142,12 +155,13 @@ def replay(url: str, seconds: float, clients: int, pgbench: str) -> dict[str, fl
 
 
 def replayed_rows(url: str) -> int:
-    """Rows the replay wrote (its ids start with "pgb")."""
+    """Rows the replay wrote (their keys' ids start with "pgb")."""
     import psycopg
 
     with psycopg.connect(url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM mem_records WHERE namespace = %s AND kind = 'semantic' AND id LIKE 'pgb%%'", [NS]
+            "SELECT count(*) FROM mem_records WHERE namespace = %s AND kind = 'semantic' AND id LIKE '{\"id\":\"pgb%%'",
+            [NS],
         ).fetchone()
     return int(row[0]) if row else 0
 

@@ -405,6 +405,7 @@ class Memory(_Tiers):
             raise
 
     def _set_scope(self, namespace: str, agent: str) -> None:
+        namespace, agent = _text(namespace, "namespace"), _text(agent, "agent")
         self._a2e_scope = self.service.scope(namespace, agent)  # checks both names
         self.kv = KeyValues(self)
         self.json = Documents(self, "json")

@@ -432,8 +432,10 @@ def _offset_after(tail: str) -> int:
     found = found or re.search(OFFSETS[0], tail, re.IGNORECASE)
     if found is None:
         return 0
-    sign = -1 if found["sign"] == "-" else 1
-    return sign * (int(found["h"]) * 3600 + int(found["m"] or 0) * 60)
+    seconds = int(found["h"]) * 3600 + int(found["m"] or 0) * 60
+    if seconds > MAX_OFFSET.total_seconds():  # "UTC-15": no zone is that far, so no offset
+        return 0
+    return -seconds if found["sign"] == "-" else seconds
 
 
 # A time of day in a time field: "02:21", "1:56 pm", "13:56:00", "2pm"; not inside a version
@@ -441,6 +443,7 @@ def _offset_after(tail: str) -> int:
 _HALF = r"(?:\s*(?P<half>[ap])\.?m\b\.?)?"
 CLOCK = r"(?<![\w:+-])(?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?::(?P<second>[0-5]\d))?(?![\d:])" + _HALF
 HOUR_ONLY = r"(?<![\w:+-])(?P<hour>1[0-2]|0?[1-9])\s*(?P<half>[ap])\.?m\b\.?"
+MAX_OFFSET = dt.timedelta(hours=14)  # the farthest any zone is from UTC (Kiribati, UTC+14)
 OFFSETS = (  # what follows a time of day as its offset; "10:00-11:30" is a range, "-12 people" no offset
     r"\s*(?:gmt|utc)\s*(?P<sign>[+-])(?P<h>[01]?\d)(?::?(?P<m>[0-5]\d))?\b",  # "GMT+2", "UTC-05:30"
     r"\s+(?P<sign>[+-])(?P<h>[01]\d):?(?P<m>[0-5]\d)\b",  # " +0200", " -05:30": hours and minutes
@@ -492,6 +495,8 @@ def _iso_seconds(value: str) -> float:
         parsed = isoparse(value.strip())
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    elif abs(parsed.utcoffset() or dt.timedelta()) > MAX_OFFSET:  # "23:00 -2023": a year, not -20:23
+        raise ValueError(f"no zone is {parsed.utcoffset()} from UTC")
     return parsed.timestamp()
 
 

@@ -603,6 +603,8 @@ def test_arguments_the_audit_found_unchecked_are_invalid_input(memory):
         ({"embedder": ["hash"]}, "embedder must be a string"),
         ({"pooled": "yes"}, "pooled must be True or False"),
         ({"pooled": "false"}, "pooled must be True or False"),  # a truthy string, taken as True before
+        ({"namespace": 5}, "namespace must be a string"),
+        ({"agent": True}, "agent must be a string"),
     ],
 )
 def test_opening_with_an_argument_of_the_wrong_type_is_invalid_input(home, options, message):

@@ -76,8 +76,10 @@ def test_cpu_accounting_finds_the_servers_processes_on_this_machine(tmp_path: Pa
 def test_the_write_replay_sends_what_a_store_sends(tmp_path: Path, pg_url) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     """`pg_replay.py`'s pgbench script writes records `mem` reads back, and keeps the statistics
     and counters in step as a store does: the replayed statements are the backend's own."""
+    import orjson
     import psycopg
 
+    from a2e_mem.ops.transfer import export_records
     from bench import pg_replay
 
     svc = MemoryService(tmp_path / "home", store=pg_url)
@@ -101,7 +103,12 @@ def test_the_write_replay_sends_what_a_store_sends(tmp_path: Path, pg_url) -> No
     try:
         session = svc.a2e.open_session("bench", "replay-test")
         found = svc.a2e.retrieve(session, query=pg_replay.TEXT, limit=3)
+        assert found["total"] == done["writes"] + 1
+        key = found["entries"][0]["key"]
+        assert found["entries"][0]["content"] == pg_replay.TEXT and key["id"].startswith("pgb")
+        # records as mem writes them (audit 30d: the first replay's could not be exported)
+        assert svc.a2e.retrieve(session, keys=[key])["entries"][0]["key"] == key
+        exported = [orjson.loads(line) for line in export_records(svc.backend, "bench")]
+        assert len(exported) == done["writes"] + 1 and all(r["id"] == r["doc"]["id"] for r in exported)
     finally:
         svc.close()
-    assert found["total"] == done["writes"] + 1
-    assert found["entries"][0]["content"] == pg_replay.TEXT

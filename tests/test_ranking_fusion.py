@@ -132,3 +132,13 @@ def test_a_shorter_list_is_the_head_of_a_longer_one(service, monkeypatch):
         found = service.retrieve(scope, query="lisbon flight march", limit=limit)
         assert [e["key"]["key"] for e in found["entries"]] == longest[:limit], limit
         assert found["total"] == 16
+
+
+def test_gains_equal_to_the_shown_decimals_keep_the_callers_order(monkeypatch):
+    """Two copies of a text differ in the last bits of their cosine, and which copy gets which
+    bits depends on where each is stored: the listing followed those bits, so a store and its
+    import listed two copies in opposite orders (outside audit 30d). Gains are compared as shown."""
+    monkeypatch.setattr(diversify, "DIVERSITY", 0.2)
+    vectors = unit([1, 0], [1, 0], [0, 1])
+    order, _, _ = diversify.diversify(np.array([0.5, 0.5 + 1e-8, 0.1]), vectors, 3)
+    assert order.tolist() == [0, 1, 2]  # the first of the equals, as the caller ordered them

@@ -135,6 +135,10 @@ def test_an_entry_time_is_its_date_field_then_a_leading_date_then_created_at():
         ("2023-05-08T14:00Z GMT+2", "2023-05-08T14:00:00"),  # its own zone first
         ("2:00 pm on 8 May, 2023 GMT+2", "2023-05-08T12:00:00"),  # a named offset after the date
         ("2023-05-08 14:00 -12 people", "2023-05-08T14:00:00"),
+        # no zone is past 14 hours from UTC (outside audit 30d: "-2023" was read as -20:23)
+        ("2023-05-20 23:00 -2023", "2023-05-20T23:00:00"),
+        ("2023-05-20 23:00 UTC-15", "2023-05-20T23:00:00"),
+        ("2023-05-20 23:00 UTC-14", "2023-05-21T13:00:00"),
     ],
 )
 def test_a_time_field_written_as_text_keeps_its_time_of_day(written, iso):

@@ -318,6 +318,9 @@ BAD_GETS = [
     ("/api/episodic/events", {"memory_id": "x", "last_count": "many"}, 400, "last_count"),
     ("/api/episodic/events", {"memory_id": "x", "last_count": "-1"}, 400, "last_count"),  # audit 30b: all events
     ("/api/episodic/events", {"memory_id": "x", "last_minutes": "-5"}, 400, "last_minutes"),
+    ("/api/episodic/events", {"memory_id": "x", "last_count": "NaN"}, 400, "last_count must be a number"),
+    ("/api/episodic/events", {"memory_id": "x", "last_count": "1_0"}, 400, "last_count must be a number"),
+    ("/api/episodic/events", {"memory_id": "x", "last_count": "\uff12"}, 400, "last_count must be a number"),
     ("/api/graph", {"limit": "100000"}, 400, "limit"),
     ("/api/documents", {}, 400, "kind is required"),
     ("/api/documents", {"kind": "pdf"}, 400, "kind must be one of"),

@@ -38,6 +38,7 @@ from a2e_mem.errors import InvalidInput, MemError, NotFound, os_failure
 from a2e_mem.models import MAX_TTL
 
 STATIC = Path(__file__).parent / "static"
+NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")  # as JSON writes them, in ASCII
 TOKEN_HEADER = "x-mem-token"
 TIERS = ("episodic", "semantic")  # a page has no session, so no working tier
 DOCUMENT_KINDS = ("json", "todo", "markdown")
@@ -218,6 +219,8 @@ class Args:
             return default
         if isinstance(raw, bool):  # JSON true is not the number 1
             raise InvalidInput(f"{name} must be a number")
+        if isinstance(raw, str) and not NUMBER.fullmatch(raw.strip()):  # float() takes "1_0", "２", "nan"
+            raise InvalidInput(f"{name} must be a number")
         try:
             number = float(raw)
         except (TypeError, ValueError):
@@ -235,7 +238,7 @@ class Args:
     def integer(self, name: str, default: int, low: int, high: int) -> int:
         raw = self.data.get(name, default)
         raw = (raw[-1] if raw else default) if isinstance(raw, list) else raw
-        if isinstance(raw, str) and raw.strip().removeprefix("-").isdigit():
+        if isinstance(raw, str) and re.fullmatch(r"-?[0-9]+", raw.strip()):  # ASCII digits only
             raw = int(raw)
         if isinstance(raw, int) and not isinstance(raw, bool):  # exactly: a float loses digits past 2**53
             if not low <= raw <= high:

@@ -55,6 +55,9 @@ SYSTEM = "\x00system"  # the namespace of the store's own records (`mem init` se
 # (bench/bench_conv.py's "old hybrid" mode runs them, without diversity or time signal).
 VECTOR_WEIGHT = 0.5
 LEXICAL_POWER = 2.0
+# decimals of the relevance a retrieve shows; rankings take values equal to them as equal (the
+# last bits of a cosine depend on where a record is stored, and an import stores it elsewhere)
+RELEVANCE_DECIMALS = 6
 
 
 def fusion_formula() -> str:

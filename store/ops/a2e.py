@@ -19,7 +19,7 @@ import orjson
 from pydantic import ValidationError
 
 from .. import clock, timeaware
-from ..backends.base import SYSTEM, Backend, Candidates, Filters, Scope, fusion_formula
+from ..backends.base import RELEVANCE_DECIMALS, SYSTEM, Backend, Candidates, Filters, Scope, fusion_formula
 from ..blas import on_one_thread
 from ..config import Config, Limits
 from ..embed import encode_vectors
@@ -587,7 +587,7 @@ def _rank(
     entries = []
     for n, at in enumerate(listed):
         part, row = refs[at]
-        entry = {**public(part.doc(row)), "relevance": round(float(relevance[at]), 6)}
+        entry = {**public(part.doc(row)), "relevance": round(float(relevance[at]), RELEVANCE_DECIMALS)}
         if explain is not None:
             entry["explain"] = _explanation(part, row, explain)
             if penalties is not None and twins is not None and penalties[n] > 0:
@@ -630,17 +630,20 @@ def _bridge(
 
 
 def _best_first(rank: np.ndarray, updated: np.ndarray, refs: list[tuple[Candidates, int]], head: int) -> np.ndarray:
-    """Pool positions best first: by `rank`, then newest, and entries tied on both within the
-    first `head` by record id. Without the id, ties came in the order a backend stored the
-    records, which an export and import changes: the bridge's leader among entries tied at the
-    top, and so every relevance it lifts, moved with it (outside audit 30c). A tie group that
-    runs past `head` is ordered within it only (its members past it are not read)."""
-    order = np.lexsort((-updated, -rank))
+    """Pool positions best first: by `rank` as shown (6 decimals), then newest, and entries tied
+    on both within the first `head` by record id. Without the id, ties came in the order a
+    backend stored the records, which an export and import changes: the bridge's leader among
+    entries tied at the top, and so every relevance it lifts, moved with it (outside audit 30c).
+    As shown, since two copies of a text can differ in the last bits of their cosine, and which
+    copy gets which bits depends on where each is stored (audit 30d). A tie group that runs past
+    `head` is ordered within it only (its members past it are not read)."""
+    shown = np.round(rank.astype(np.float64), RELEVANCE_DECIMALS)
+    order = np.lexsort((-updated, -shown))
     top = order[:head]
-    if len(top) < 2 or not np.any((rank[top][1:] == rank[top][:-1]) & (updated[top][1:] == updated[top][:-1])):
+    if len(top) < 2 or not np.any((shown[top][1:] == shown[top][:-1]) & (updated[top][1:] == updated[top][:-1])):
         return order  # the usual case: no record is read
     placed: list[int] = []
-    for _, run in itertools.groupby(top.tolist(), key=lambda at: (rank[at], updated[at])):
+    for _, run in itertools.groupby(top.tolist(), key=lambda at: (shown[at], updated[at])):
         placed += sorted(run, key=lambda at: str(refs[at][0].doc(refs[at][1]).get("id", "")))
     return np.concatenate([np.array(placed, dtype=order.dtype), order[head:]])
 

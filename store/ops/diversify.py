@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends.base import RELEVANCE_DECIMALS
+
 DIVERSITY = 0.2  # bench/fit_fusion.py, dev split (0.1 to 0.3 the same there); 0 lists by relevance alone
 SIMILAR = 0.9  # cosines up to this count as no likeness (bench/fit_fusion.py, dev split, time signal on)
 MAX_LISTED = 100  # entries listed by diversity at most; the rest of a longer list by relevance
@@ -58,7 +60,8 @@ def diversify(relevance: np.ndarray, vectors: np.ndarray, limit: int) -> tuple[n
     order, penalties, twins = [], [], []
     for _ in range(count):
         penalty = DIVERSITY * np.maximum(likeness - SIMILAR, 0) / (1 - SIMILAR)
-        gain = np.where(free, relevance - penalty, -np.inf)
+        # as shown: gains equal to the shown decimals are equal, whatever their last bits
+        gain = np.where(free, np.round(relevance - penalty, RELEVANCE_DECIMALS), -np.inf)
         pick = int(np.argmax(gain))  # the first of equals: the caller's tie order is kept
         order.append(pick)
         penalties.append(float(penalty[pick]))
