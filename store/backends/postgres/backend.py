@@ -95,8 +95,6 @@ ENTRY = f"SELECT meta.*, usage.* FROM ({META}) AS meta, ({USAGE}) AS usage"
 # an expiry, with their sizes since migration 3). Both settings are back to the session's before
 # the section's own statements (RESET).
 ENTRY_SETTINGS = GENERIC_PLAN
-
-
 PENDING = object()  # a write section's usage before its entry's read is taken (`lock`)
 ANALYZE_AFTER = 10_000  # rows a one-shot command writes before it refreshes the planner's statistics
 NOT_OWNER = "42501"  # insufficient_privilege: a least-privilege role may not change the tables
