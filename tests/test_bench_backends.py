@@ -70,7 +70,9 @@ def test_cpu_accounting_finds_the_servers_processes_on_this_machine(tmp_path: Pa
     # the postmaster first; a backend of another test's connection may have ended since ("")
     assert pids and _comm(pids[0]) == "postgres" and all(_comm(pid) in ("postgres", "") for pid in pids)
     assert cpu_seconds(pids) > 0
-    assert cpu_seconds([os.getpid(), 2**22 + 12345]) == cpu_seconds([os.getpid()])  # a pid not running adds 0
+    # a pid not running adds 0 (compared alone: this process's own CPU moves between two reads,
+    # which failed CI once, 34.41 against 34.42)
+    assert cpu_seconds([2**22 + 12345]) == 0 and cpu_seconds([os.getpid()]) > 0
 
 
 def test_the_write_replay_sends_what_a_store_sends(tmp_path: Path, pg_url) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
