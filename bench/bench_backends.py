@@ -148,12 +148,13 @@ class Postgres:
     """A PostgreSQL server for the bench: a private `pgserver` one, or the `--store` URL's.
     `fresh()` gives a URL to a new database; every database made is dropped by `close()`."""
 
-    def __init__(self, url: str | None, workdir: Path) -> None:
+    def __init__(self, url: str | None, workdir: Path, keep: bool = False) -> None:
         self.server = None
         if url is None:
             import pgserver
 
-            self.server = pgserver.get_server(workdir / "pgdata", cleanup_mode="delete")
+            # kept: the server goes on running with its databases (stop it with `pg_ctl stop -D`)
+            self.server = pgserver.get_server(workdir / "pgdata", cleanup_mode=None if keep else "delete")
             url = self.server.get_uri()
         self.admin_url = url
         self.made: list[str] = []
@@ -223,7 +224,7 @@ class Postgres:
             with psycopg.connect(self.admin_url, autocommit=True) as conn:
                 for name in self.made:
                     conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        if self.server is not None:
+        if self.server is not None and not keep:
             self.server.cleanup()
 
 
@@ -623,7 +624,7 @@ def main() -> None:
         f"writers for {args.write_seconds:g} s; {os.cpu_count()} CPUs"
     )
     with workspace(args.keep) as base:
-        postgres = Postgres(args.store, base) if "postgres" in backends else None
+        postgres = Postgres(args.store, base, bool(args.keep)) if "postgres" in backends else None
         try:
             if postgres:
                 url = postgres.fresh("probe")
