@@ -204,3 +204,38 @@ def test_a_repeated_journal_line_is_skipped_and_reported_not_applied_again(tmp_p
     list(writer.read_new())
     writer.append({"op": "del", "ids": ["d"]})  # numbered after what it read: no report
     assert scan_journal(path)[1] == [(3, "no checksum")]
+
+
+def test_a_last_line_that_lost_only_its_newline_is_read_and_the_next_append_ends_it(tmp_path):
+    """A final byte cut off a journal (`truncate -s -1`, an editor that strips the last newline)
+    left its last line, an acknowledged write, without a newline: readers dropped it as a torn
+    write and the next writer cut it off. Its checksum holds, so it is read, and kept."""
+    journal = Journal.create(tmp_path / "wal-00000001.ndjson", 1)
+    journal.append({"op": "del", "ids": ["1"]})
+    journal.append({"op": "del", "ids": ["2"]})
+    os.truncate(journal.path, journal.path.stat().st_size - 1)
+    early = Journal(journal.path, 1)
+    assert list(early.read_new()) == [{"op": "del", "ids": ["1"]}, {"op": "del", "ids": ["2"]}]
+    writer = Journal(journal.path, 1)
+    list(writer.read_new())
+    writer.append({"op": "del", "ids": ["3"]})
+    lines = journal.path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and [orjson.loads(unseal(x)[0])["line"] for x in lines[:-1]] == [1, 2, 3]
+    assert list(early.read_new()) == [{"op": "del", "ids": ["3"]}] and early.skipped == 0
+    again = Journal(journal.path, 1)
+    assert [op["ids"] for op in again.read_new()] == [["1"], ["2"], ["3"]] and again.skipped == 0
+
+
+def test_a_write_whose_newline_was_cut_off_survives_the_next_writes_and_a_checkpoint(home, monkeypatch):
+    monkeypatch.setenv("MEM_CHECKPOINTS", "off")
+    svc = MemoryService(home)
+    s = svc.scope("ns", "a")
+    svc.store(s, [entry(i, f"fact {i}") for i in range(3)])
+    (wal,) = home.rglob("wal-*.ndjson")
+    os.truncate(wal, wal.stat().st_size - 1)
+    fresh = MemoryService(home)
+    assert fresh.retrieve(fresh.scope("ns", "a"), limit=100)["total"] == 3
+    fresh.store(fresh.scope("ns", "a"), [entry("after", "written after the cut")])
+    assert fresh.checkpoint() == 1
+    keys = {e["key"]["k"] for e in MemoryService(home).retrieve(fresh.scope("ns", "a"), limit=100)["entries"]}
+    assert keys == {0, 1, 2, "after"}

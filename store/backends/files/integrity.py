@@ -218,6 +218,25 @@ def complete_lines(data: bytes) -> list[bytes]:
     return data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
 
 
+def intact_tail(data: bytes) -> bytes | None:
+    """The bytes after the last newline of `data` when they are a whole sealed operation (its
+    checksum holds): a line that lost only its newline (a final byte cut off the file, an editor
+    that strips it), not the remains of a writer that died mid-line, which fail the checksum or
+    stop before it. Such a line is read as a complete one rather than dropped: it may be an
+    acknowledged write. None otherwise."""
+    tail = data[data.rfind(b"\n") + 1 :]
+    if not tail.strip():
+        return None
+    payload, verdict = unseal(tail.strip())
+    if verdict is not True:
+        return None
+    try:
+        op = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    return tail if isinstance(op, dict) and check_op(op) is None else None
+
+
 def is_blank(line: bytes) -> bool:
     """Whether a journal line holds nothing but spaces: no operation was written there (one that
     was, then lost, leaves the next line's number past the count: a gap), so it is passed over."""
@@ -240,13 +259,15 @@ def lines_lost(bad: list[tuple[int, str]]) -> int:
 def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
     """Every valid operation of a journal file, and (line number, problem) of each bad line and
     of each line out of sequence (`LineOrder`: lines missing before it, a moved line, or a repeat,
-    skipped). A torn last line (no newline) is not counted: writers cut it off."""
+    skipped). A torn last line (no newline) is not counted: writers cut it off; a last line that
+    lost only its newline is read (`intact_tail`)."""
     data = path.read_bytes()
     ops: list[dict[str, Any]] = []
     bad: list[tuple[int, str]] = []
     sealed = False
     order = LineOrder()
-    for number, line in enumerate(complete_lines(data), 1):
+    tail = intact_tail(data)
+    for number, line in enumerate(complete_lines(data) + ([tail] if tail else []), 1):
         if is_blank(line):
             continue
         op, problem, sealed = parse_line(line, sealed)

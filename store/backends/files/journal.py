@@ -2,9 +2,12 @@
 
 Writers append under the store's lock; readers never lock: they consume complete lines only, so
 a line being written by another process is simply picked up on the next read. A last line with
-no newline can only be the remains of a writer that died mid-write (writers hold the lock), so
-the next writer cuts it off before appending and a reader ignores it: a torn tail is never fatal
-and never swallows the next write.
+no newline is the remains of a writer that died mid-write (writers hold the lock), so the next
+writer cuts it off before appending and a reader ignores it: a torn tail is never fatal and never
+swallows the next write. Unless it is a whole sealed line (its checksum holds, `intact_tail`):
+then only its newline was lost (a final byte cut off, an editor that strips it), and it may be an
+acknowledged write. It is read like any line, and the next append writes the missing newline
+before its own line (a reader that read it skips that newline).
 
 Every line is sealed with its checksum (see `integrity.py`), and a journal starts with a header
 line holding the shard's descriptor (a copy of `shard.json`, from which `mem doctor --repair`
@@ -31,7 +34,7 @@ from typing import Any
 
 from ...log import logger
 from ...paths import FILE_MODE, fsync_dir
-from .integrity import LineOrder, complete_lines, is_blank, parse_line, seal
+from .integrity import LineOrder, complete_lines, intact_tail, is_blank, parse_line, seal
 
 Op = dict[str, Any]
 
@@ -51,6 +54,7 @@ class Journal:
         self._next_written = 1  # the number of a line appended right after this process's last one
         self._sealed = False  # a sealed line was read: every later line must be sealed too
         self.skipped = 0  # damaged or missing lines (a checkpoint keeps such a journal aside)
+        self._unended = False  # the last line read had lost its newline (`intact_tail`)
 
     @classmethod
     def create(cls, path: Path, gen: int, descriptor: dict[str, Any] | None = None) -> Journal:
@@ -88,8 +92,15 @@ class Journal:
         if size <= self.offset:
             return
         data = os.pread(fd, size - self.offset, self.offset)
+        if self._unended and data.startswith(b"\n"):  # the newline an append put after that line
+            self.offset += 1
+            data = data[1:]
+        self._unended = False
         end = data.rfind(b"\n") + 1
-        for line in complete_lines(data[:end]):
+        tail = intact_tail(data)
+        if tail is not None:
+            logger("journal").warning("the last line of %s had lost its newline: read as a whole line", self.path)
+        for line in complete_lines(data[:end]) + ([tail] if tail is not None else []):
             self._lines += 1
             if is_blank(line):
                 continue
@@ -104,7 +115,8 @@ class Journal:
             else:
                 op.pop("line", None)  # the operation as it was appended
                 yield op
-        self.offset += end
+        self.offset += end if tail is None else len(data)
+        self._unended = tail is not None
 
     def _in_sequence(self, op: Op | None) -> bool:
         """Check the line's number (`integrity.LineOrder`); False for a line that repeats an
@@ -126,7 +138,8 @@ class Journal:
         if os.fstat(fd).st_size != end:
             self._cut_torn_tail(fd, end)
         number = self._order.next_number() if self.offset >= self._written else self._next_written
-        line = seal({**op, "line": number}) + b"\n"
+        ending = b"\n" if self._unended and self.offset >= self._written else b""  # the line read had lost it
+        line = ending + seal({**op, "line": number}) + b"\n"
         try:
             written = os.pwrite(fd, line, end)
         except BaseException:
@@ -137,6 +150,7 @@ class Journal:
             raise OSError(errno.ENOSPC, f"short write to {self.path.name}")
         self._written = end + len(line)
         self._next_written = number + 1
+        self._unended = False
         # A failed fdatasync leaves the line where it is: readers (which take no lock) may have
         # seen it already, so cutting it would make their view diverge from the file. The write
         # is reported as failed and its outcome is unknown, as after a timeout; a retry of the
@@ -157,7 +171,9 @@ class Journal:
         size = self.size()
         if size > 1 << 16:
             return False
-        for line in complete_lines(os.pread(self._open(), size, 0)):
+        data = os.pread(self._open(), size, 0)
+        tail = intact_tail(data)
+        for line in complete_lines(data) + ([tail] if tail is not None else []):
             op, _, _ = parse_line(line, False)
             if op is None or op.get("op") != "shard":
                 return False
