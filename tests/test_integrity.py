@@ -240,6 +240,8 @@ def test_damage_is_detected_named_and_salvaged(home, what):
     assert checked.returncode == 1, checked
     findings = orjson.loads(checked.stdout)
     assert named in [f["where"] for f in findings], findings
+    if what == "deleted seg":  # its records are gone, how many no file left says: not 0 (a stranger's report)
+        assert [f["lost"] for f in findings if f["where"] == named] == [None], findings
     repaired = mem(home, "doctor", "--repair", "--format", "json")
     assert b"Traceback" not in repaired.stderr, repaired.stderr
     outcome = orjson.loads(repaired.stdout)

@@ -390,15 +390,14 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
     try:
         chain, wals = segment_chain(folder)
     except MissingCheckpoint as exc:
-        problems.append((Path(exc.detail["file"]), f"{exc.detail['why']}: the segments after it remain, "
-                         "its records are gone"))  # fmt: skip
+        problems.append((Path(exc.detail["file"]), f"{exc.detail['why']}: the segments after it remain, {GONE}"))
         ranges, wals = scan(folder)
         chain = live_ranges(ranges)
     base = chain[-1][1] if chain else 0
     try:
         check_chain(folder, base, wals)
     except MissingCheckpoint as exc:
-        problems.append((Path(exc.detail["file"]), "missing: the journals after it remain, its records are gone"))
+        problems.append((Path(exc.detail["file"]), f"missing: the journals after it remain, {GONE}"))
     if base and (base + 1) not in wals:  # every checkpoint starts the journal after it before it lands
         problems.append((folder / WAL.format(base + 1), LOST_JOURNAL))
     dim = _recorded_dim(engine) if _indexed(descriptor) else None
@@ -417,6 +416,12 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
 
 FAILING = 2  # checkpoints of a shard that failed in a row before `mem doctor` reports it
 LOST_JOURNAL = "missing: the writes acknowledged after the checkpoint are lost (how many is unknown)"
+GONE = "its records are gone (how many is unknown)"  # a whole checkpoint is missing
+
+
+def _uncounted(problem: str) -> bool:
+    """Whether a problem lost records that no file left can count (a whole journal or checkpoint)."""
+    return problem.startswith(LOST_JOURNAL) or problem.endswith(GONE)
 
 
 def _report_shard(
@@ -425,9 +430,9 @@ def _report_shard(
     """The findings for a shard's problems; with `repair`, the shard rebuilt and what was lost."""
     if not problems:
         return []
-    if not repair:  # a lost journal's writes are gone already, how many is unknown: `lost` null
+    if not repair:  # a lost journal's or checkpoint's records are gone already, how many is unknown: `lost` null
         return [
-            {**_finding(engine, path, problem), **({"lost": None} if problem.startswith(LOST_JOURNAL) else {})}
+            {**_finding(engine, path, problem), **({"lost": None} if _uncounted(problem) else {})}
             for path, problem in problems
         ]
     saved = _repair_shard(engine, namespace, folder, descriptor)
