@@ -16,6 +16,19 @@ TRANSIENT_ERRNOS = frozenset(
 )
 
 
+SHOWN_MOST = 200  # characters of a caller's value an error message repeats
+
+
+def shown_value(value: Any) -> str:
+    """`repr(value)` for a message, its middle left out past SHOWN_MOST characters: an error
+    must stay a readable line even for a key of thousands of characters."""
+    text = repr(value)
+    if len(text) <= SHOWN_MOST:
+        return text
+    half = SHOWN_MOST // 2
+    return f"{text[:half]}...{text[-half:]} ({len(text)} characters)"
+
+
 class MemError(Exception):
     """Base class: a failure the caller can act on, with a stable code."""
 

@@ -198,3 +198,12 @@ def test_a_usage_error_is_one_stderr_line_and_exit_2(home, args, says):
     assert out.returncode == 2 and out.stdout == b""
     lines = out.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mem: error: ") and says in lines[0], lines
+
+
+def test_a_missing_key_of_thousands_of_characters_is_named_in_a_short_line(home):
+    """`mem get` of a 5,000-character key that is not there repeated the whole key (an outside
+    audit): the message keeps its two ends and says how long it was."""
+    out = mem(home, "get", "k" * 4000 + "tail")
+    said = out.stderr.decode()
+    assert out.returncode == 3 and out.stdout == b"" and len(said.splitlines()) == 1, said
+    assert len(said) < 300 and "tail'" in said and "(4006 characters)" in said, said

@@ -15,7 +15,7 @@ import orjson
 from .. import clock
 from ..backends.base import Backend, Scope
 from ..embed import encode_vectors
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, NotFound, shown_value
 from ..redact import redact
 from ..schemas import SCHEMAS
 from .a2e import check_finite, check_name
@@ -52,7 +52,7 @@ class Collection:
         """The record `rid`, or a `memory_not_found` error naming `what`."""
         doc = self.get(rid) if isinstance(rid, str) and rid else None
         if doc is None:
-            raise NotFound(f"no {what} with id {rid!r}")
+            raise NotFound(f"no {what} with id {shown_value(rid)}")
         return doc
 
     def all(self) -> Iterator[Doc]:
