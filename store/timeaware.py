@@ -447,7 +447,8 @@ MAX_OFFSET = dt.timedelta(hours=14)  # the farthest any zone is from UTC (Kiriba
 OFFSETS = (  # what follows a time of day as its offset; "10:00-11:30" is a range, "-12 people" no offset
     r"\s*(?:gmt|utc)\s*(?P<sign>[+-])(?P<h>[01]?\d)(?::?(?P<m>[0-5]\d))?\b",  # "GMT+2", "UTC-05:30"
     r"\s+(?P<sign>[+-])(?P<h>[01]\d):?(?P<m>[0-5]\d)\b",  # " +0200", " -05:30": hours and minutes
-    r"\s*(?P<sign>\+)(?P<h>[01]\d)(?::?(?P<m>[0-5]\d))?\b",  # "+02:00", " +02": a plus, even attached
+    # "+02:00", " +02": a plus, even attached; hours alone not before a word ("+02 guests": a count)
+    r"\s*(?P<sign>\+)(?P<h>[01]\d)(?::?(?P<m>[0-5]\d))?\b(?(m)|(?!\s+[^\W\d_]))",
 )
 ISO_PREFIX = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d(?::?\d\d)?)?(?![\d:])"
 

@@ -125,6 +125,9 @@ def test_an_entry_time_is_its_date_field_then_a_leading_date_then_created_at():
         ("8 May 2023 14:00+02:00", "2023-05-08T12:00:00"),  # a plus offset, attached (audit T24)
         ("8 May 2023 2:00pm+02:00", "2023-05-08T12:00:00"),
         ("8 May 2023 14:00 +02", "2023-05-08T12:00:00"),
+        ("8 May 2023 14:00 +02, then lunch", "2023-05-08T12:00:00"),
+        ("8 May 2023 19:00 +02 guests", "2023-05-08T19:00:00"),  # a count of guests, no offset (audit 30d)
+        ("8 May 2023 19:00 +0200 guests", "2023-05-08T17:00:00"),  # with minutes it is an offset
         ("2023-05-08T14:00:00 CEST", "2023-05-08T14:00:00"),  # ISO-8601, then words (was no date)
         ("2023-05-08T14:00:00+02:00 (CEST)", "2023-05-08T12:00:00"),
         ("2023-05-08T14:00 (Mon)", "2023-05-08T14:00:00"),
