@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from a2e_mem import clock
+from a2e_mem.errors import InvalidInput
 from a2e_mem.service import MemoryService
 from tests.pg import fresh_database
 
@@ -74,3 +75,26 @@ def test_export_piped_into_a_postgres_import_and_back_through_the_cli(home, tmp_
     back = mem(tmp_path / "c", "import", "-", stdin=from_pg.stdout)
     assert back.returncode == 0, back.stderr
     assert mem(tmp_path / "c", "export").stdout == exported.stdout
+
+
+@pytest.mark.parametrize("kind", ["episodic", "kv"])
+def test_a_key_too_long_for_postgres_is_refused_before_the_import_writes_anything(home, tmp_path, kind):
+    """An outside audit: files -> PostgreSQL with one key over PostgreSQL's index limit passed
+    the dry run, then failed midway, naming no line, with the namespaces before it imported."""
+    files = MemoryService(home, store="")
+    long_key = "€" * 1000  # 3,000 bytes in UTF-8: within the key limits of both kinds
+    for namespace in ("aaa", "bbb", "zzz"):
+        scope = files.scope(namespace, "agent")
+        key = long_key if namespace == "bbb" else "short"
+        if kind == "episodic":
+            files.store(scope, [{"key": {"id": key}, "content": "a fact", "tier": "episodic"}])
+        else:
+            files.memory_set(key, "a value", namespace=namespace)
+    lines = dump(files).splitlines()
+    bad = next(i for i, line in enumerate(lines, 1) if long_key.encode() in line)
+    pg = MemoryService(tmp_path / "pg-home", store=fresh_database())
+    for dry_run in (True, False):
+        with pytest.raises(InvalidInput, match=rf"^line {bad}: key too long for the PostgreSQL store"):
+            pg.import_records(lines, dry_run=dry_run)
+    assert dump(pg) == b""
+    pg.close()

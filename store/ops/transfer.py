@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from .. import clock
-from ..backends.base import SYSTEM, Backend
+from ..backends.base import SYSTEM, Backend, Scope
 from ..errors import Damaged, InvalidInput, NotFound
 from ..kinds import A2E_TIERS, SCOPE_NAMES, schema_of
 from ..ndjson import objects
@@ -72,9 +72,11 @@ def import_records(backend: Backend, a2e: A2E, lines: Iterable[bytes | str], dry
     for number, record in _parse(lines):
         key = (record["namespace"], record["kind"], tuple(record["scope"]))
         groups.setdefault(key, []).append((number, record["doc"]))
-    for (namespace, kind, _), numbered in groups.items():
+    for (namespace, kind, scope), numbered in groups.items():
         if kind in A2E_TIERS:
             _check_entries(a2e, namespace, kind, numbered)
+        if backend.bounds_ids:
+            _check_ids(backend.scope(namespace, kind, *scope, schema=schema_of(kind)), kind, numbered)
     for (namespace, kind, scope), numbered in groups.items():
         docs = _last_of_each(kind, [doc for _, doc in numbered])
         collection = Collection(backend, namespace, kind, *scope, schema=schema_of(kind))
@@ -127,6 +129,16 @@ def _check_entries(a2e: A2E, namespace: str, kind: str, numbered: list[tuple[int
     if problems:
         index, reason = problems[0]
         raise InvalidInput(f"line {numbered[index][0]}: {reason}")
+
+
+def _check_ids(shard: Scope, kind: str, numbered: list[tuple[int, Record]]) -> None:
+    """The id each record is stored under, checked against what the backend can keep (a key too
+    long for PostgreSQL's indexes) before the import writes anything: found while writing, it
+    left the shards before it imported (an outside audit), though a dry run had passed."""
+    for number, doc in numbered:
+        problem = shard.id_problem(canonical_key(doc["key"]) if kind in A2E_TIERS else doc["id"])
+        if problem:
+            raise InvalidInput(f"line {number}: {problem}")
 
 
 def _parse(lines: Iterable[bytes | str]) -> Iterator[tuple[int, Record]]:
