@@ -36,6 +36,7 @@ def test_a_url_libpq_reads_is_shown_with_its_password_masked(url, shown):
         "postgresql://u:Hun/ter2pw@127.0.0.1:1/db",  # libpq: host 'u', port 'Hun'
         "postgresql://u:Hun ter2pw@h/db",  # libpq cannot parse it
         "postgresql://u:Hunter2pw@h/db?bogus=ter2pw",
+        "postgresql://u:Hun\udcffter2pw@h/db",  # a byte that is not UTF-8, as a shell passes it (audit 31b)
     ],
 )
 def test_a_malformed_url_shows_nothing_but_its_scheme_and_is_never_connected(url):
@@ -66,3 +67,25 @@ def test_a_driver_log_record_is_one_line(caplog):
     db.close()
     (record,) = [r for r in caplog.records if r.name == "psycopg.pool"]
     assert record.getMessage() == "error connecting: connection failed Is the server running?"
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["?host={nowhere}&connect_timeout=abc", "?host={nowhere}&sslmode=bogus", "?host={nowhere}&port=99999"],
+)
+def test_a_setting_no_server_can_take_is_a_bad_setting_not_an_unavailable_store(tmp_path, query):
+    """An outside audit: these exited 7 (store unavailable: a script retries it forever), where a
+    bad setting is invalid input (exit 4). A server that is not there stays exit 7."""
+    import subprocess
+    import sys
+
+    def run(url: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "a2e_mem.cli.main", "--home", str(tmp_path), "--store", url, "stats"]
+        return subprocess.run(command, capture_output=True, timeout=60)
+
+    nowhere = tmp_path / "no-server"
+    bad = run("postgresql://u:Hunter2pw@/db" + query.format(nowhere=nowhere))
+    said = bad.stderr.decode()
+    assert bad.returncode == 4 and "a setting of the store URL is invalid" in said and "Hunter2pw" not in said, said
+    assert len(said.splitlines()) == 1 and bad.stdout == b""
+    assert run(f"postgresql://u:Hunter2pw@/db?host={nowhere}").returncode == 7

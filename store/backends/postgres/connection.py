@@ -57,6 +57,9 @@ _RETRYABLE = re.compile(
     r"connection (is )?closed|ssl syscall|broken pipe|connection reset",
     re.IGNORECASE,
 )
+# libpq's and psycopg's words for a setting of the URL that no server can take ("invalid sslmode
+# value", "invalid port number", "bad value for connect_timeout"): `group(1)` names the setting
+_BAD_SETTING = re.compile(r"\binvalid (?:integer )?(\w+) (?:value|number)\b|\bbad value for (\w+)", re.IGNORECASE)
 # query_canceled (statement_timeout, pg_cancel_backend), lock_not_available (lock_timeout)
 _CANCELLED_STATES = {"57014", "55P03"}
 _RETRYABLE_STATES = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "53300", "40001", "40P01"}
@@ -100,6 +103,10 @@ def read_url(url: str) -> StoreUrl:
     from psycopg.conninfo import conninfo_to_dict
 
     scheme = url.split("://", 1)[0] if "://" in url else "postgresql"
+    try:
+        url.encode()
+    except UnicodeEncodeError:  # a byte that is not UTF-8, as a shell passes it (a surrogate escape)
+        return StoreUrl(f"{scheme.encode(errors='replace').decode()}://…", "?", (), "it is not UTF-8 text")
     secrets = password_texts(url)
     try:
         libpq = conninfo_to_dict(url)
@@ -425,9 +432,21 @@ class Database:
                 ) from None
             if getattr(exc, "sqlstate", None) in _CANCELLED_STATES:
                 raise self.cancelled(exc) from None
+            if self.bad_setting(exc):  # a bad setting (exit 4), not a server to wait for (exit 7)
+                text = self.scrub(first_line(str(exc)))
+                message = f"PostgreSQL store {self.shown}: a setting of the store URL is invalid ({text})"
+                raise InvalidInput(message) from None
             if isinstance(exc, self.psycopg.OperationalError) or getattr(exc, "sqlstate", None) in _RETRYABLE_STATES:
                 raise self.unavailable(exc) from None
             raise self.failure(exc) from None
+
+    def bad_setting(self, exc: Exception) -> bool:
+        """Whether the driver refused a setting the URL gives (no server answered: no SQLSTATE)."""
+        found = None if getattr(exc, "sqlstate", None) else _BAD_SETTING.search(str(exc))
+        if found is None:
+            return False
+        name = (found.group(1) or found.group(2)).lower()
+        return name in ("integer", "port") or name in self.url.lower()
 
     def pool_failure(self) -> StoreUnavailable:
         """No connection of the pool became free or could be made in POOL_WAIT: the server is
