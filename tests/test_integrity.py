@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from a2e_mem.backends.files.integrity import unseal
+from a2e_mem.errors import Damaged
 from a2e_mem.service import MemoryService
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -502,3 +503,61 @@ def test_a_copy_of_a_damaged_put_after_its_delete_does_not_bring_the_record_back
     assert checked.returncode == 1 and b"repeats an earlier line" in checked.stdout, checked
     mem(home, "doctor", "--repair")
     assert keys_in_store(home) == set(range(CHECKPOINTED + 1, CHECKPOINTED + LATER)) | set(range(CHECKPOINTED))
+
+
+def _two_shards_with_journals(home):
+    """A semantic shard and a key-value shard, each a checkpoint and a journal after it."""
+    svc = MemoryService(home)
+    scope = svc.scope("ns", "agent")
+    for batch in (range(3), range(3, 6)):
+        svc.store(scope, [{"key": {"id": f"s{i}"}, "content": f"entry {i}", "tier": "semantic"} for i in batch])
+        for i in batch:
+            svc.memory_set(f"k{i}", f"v{i}", namespace="ns")
+        if batch == range(3):
+            assert svc.checkpoint() == 2
+    (semantic,) = {p.parent for p in home.rglob("wal-*.ndjson") if b'"semantic"' in p.read_bytes()}
+    (kv,) = {p.parent for p in home.rglob("wal-*.ndjson") if b'"kv"' in p.read_bytes()}
+    (journal,) = semantic.glob("wal-*.ndjson")
+    return svc, scope, semantic, kv, journal
+
+
+def _exported_ids(home) -> tuple[dict[str, set], bytes]:
+    out = mem(home, "export")
+    kinds: dict[str, set] = {}
+    for line in out.stdout.splitlines():
+        record = orjson.loads(line)
+        key = record["doc"].get("key", record["id"])
+        kinds.setdefault(record["kind"], set()).add(key["id"] if isinstance(key, dict) else key)
+    assert out.returncode == 1 and b"Traceback" not in out.stderr, out.stderr
+    return kinds, out.stderr
+
+
+def test_a_journal_copied_from_another_shard_is_named_never_read_as_this_ones(home):
+    """An outside audit copied a key-value shard's journal over a semantic shard's: retrieve gave
+    the key-value records as semantic entries, and doctor said healthy."""
+    svc, scope, semantic, kv, journal = _two_shards_with_journals(home)
+    shutil.copy(next(kv.glob("wal-*.ndjson")), journal)
+    with pytest.raises(Damaged, match="another shard"):
+        MemoryService(home).retrieve(MemoryService(home).scope("ns", "agent"), tier="semantic")
+    kinds, said = _exported_ids(home)
+    assert kinds["semantic"] == {"s0", "s1", "s2"} and str(journal).encode() in said
+    assert {"k0", "k5"} <= kinds["kv"]
+    (finding,) = [f for f in MemoryService(home).doctor() if f["where"].endswith(journal.name)]
+    assert "another shard" in finding["problem"] and finding["lost"] is None
+    assert None in [f["lost"] for f in MemoryService(home).doctor(repair=True)]
+    assert MemoryService(home).doctor() == []
+    assert len(MemoryService(home).retrieve(scope, tier="semantic", limit=10)["entries"]) == 3
+
+
+def test_a_file_that_cannot_be_read_is_a_finding_and_export_writes_every_other_record(home):
+    """An outside audit: a folder in place of a journal (or a file this user may not read) made
+    `mem export` write nothing and `mem doctor` report nothing, one error line instead."""
+    svc, scope, semantic, kv, journal = _two_shards_with_journals(home)
+    journal.unlink()
+    journal.mkdir()
+    kinds, said = _exported_ids(home)
+    assert kinds["semantic"] == {"s0", "s1", "s2"} and len(kinds["kv"]) == 6 and str(journal).encode() in said
+    for repair in (False, True):  # never "repaired" away: its records may be intact
+        found = [f for f in MemoryService(home).doctor(repair=repair) if "cannot be read" in f["problem"]]
+        assert [(f["where"], f["fixed"], f["lost"]) for f in found] == [(str(journal.relative_to(home)), False, None)]
+    assert journal.is_dir()

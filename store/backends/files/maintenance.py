@@ -51,6 +51,7 @@ from .shard import (
     MissingCheckpoint,
     Shard,
     check_chain,
+    foreign_header,
     listing,
     live_ranges,
     recorded_descriptor,
@@ -81,9 +82,16 @@ def readable_docs(engine: Engine, folder: Path, now: float, damaged: list[str]) 
             if journal.skipped
         ]
         return docs
-    except Damaged as exc:
-        saved = salvage_shard(folder)
-        damaged.append(f"{exc.detail.get('file')} ({exc.detail.get('why', 'unreadable')})")
+    except (Damaged, OSError) as exc:
+        try:
+            saved = salvage_shard(folder, shard_descriptor(folder) or recorded_descriptor(folder))
+        except OSError as failure:  # the folder itself cannot be listed
+            damaged.append(f"{failure.filename or folder} ({failure.strerror}): none of its records could be read")
+            return []
+        named = str(exc.detail.get("file")) if isinstance(exc, Damaged) else ""
+        if named:
+            damaged.append(f"{named} ({exc.detail.get('why', 'unreadable')})")
+        damaged += [f"{unread} (not read)" for unread in saved.unread if not (named and unread.startswith(named))]
         if saved.lost is None or saved.lost or saved.bad_lines:
             lost = "an unknown number of" if saved.lost is None else saved.lost
             damaged.append(f"{folder}: {lost} records and {saved.bad_lines} journal lines could not be read")
@@ -341,13 +349,24 @@ def _sealed(path: Path) -> bool:
 
 
 def _check_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict, repair: bool) -> list[Finding]:
-    with checkpoint.building(folder, clean=repair) as held:  # no checkpoint replaces files meanwhile
-        if not held:  # deleted meanwhile
-            return []
-        problems = _shard_problems(engine, folder, descriptor)
-        failing = _failed_checkpoints(folder)
+    try:
+        with checkpoint.building(folder, clean=repair) as held:  # no checkpoint replaces files meanwhile
+            if not held:  # deleted meanwhile
+                return []
+            problems = _shard_problems(engine, folder, descriptor)
+            failing = _failed_checkpoints(folder)
+    except OSError as exc:  # a file this user cannot read, a folder in its place: not damage to rebuild
+        return [_unreadable(engine, folder, exc)]
     findings = _report_shard(engine, namespace, folder, descriptor, problems, repair)
     return findings + _report_failing(engine, folder, failing, repair) if failing else findings
+
+
+def _unreadable(engine: Engine, folder: Path, exc: OSError) -> Finding:
+    """The finding for a shard with a file that cannot be read at all. `--repair` leaves it: the
+    records may all be there, for another user or once what stands in its place is moved."""
+    path = Path(exc.filename) if exc.filename else folder
+    repair = "not repaired (its records may be intact): give this user access to it, or move what stands in its place"
+    return {**_finding(engine, path, f"cannot be read: {exc.strerror}", repair), "lost": None}
 
 
 def _failed_checkpoints(folder: Path) -> str | None:
@@ -403,6 +422,10 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
     dim = _recorded_dim(engine) if _indexed(descriptor) else None
     for gen in (g for g in wals if g > base):
         ops, bad = scan_journal(folder / WAL.format(gen))
+        stranger = foreign_header(ops, descriptor)
+        if stranger:  # none of its lines is this shard's: what this shard's journal held is gone
+            problems.append((folder / WAL.format(gen), f"{stranger} {LOST_UNKNOWN}"))
+            continue
         problems += [(folder / WAL.format(gen), f"line {n}: {why} (skipped when read)") for n, why in bad]
         if dim:
             problems += _check_journal_vectors(folder / WAL.format(gen), ops, dim)
@@ -417,11 +440,12 @@ def _shard_problems(engine: Engine, folder: Path, descriptor: dict) -> list[tupl
 FAILING = 2  # checkpoints of a shard that failed in a row before `mem doctor` reports it
 LOST_JOURNAL = "missing: the writes acknowledged after the checkpoint are lost (how many is unknown)"
 GONE = "its records are gone (how many is unknown)"  # a whole checkpoint is missing
+LOST_UNKNOWN = "(not read: this shard's writes it stands for are lost, how many is unknown)"
 
 
 def _uncounted(problem: str) -> bool:
     """Whether a problem lost records that no file left can count (a whole journal or checkpoint)."""
-    return problem.startswith(LOST_JOURNAL) or problem.endswith(GONE)
+    return problem.startswith(LOST_JOURNAL) or problem.endswith((GONE, LOST_UNKNOWN))
 
 
 def _report_shard(
@@ -441,7 +465,8 @@ def _report_shard(
     what = f"{len(saved.docs)} records kept; lost: " + (
         f"every record of {Path(saved.missing).name} (how many is unknown; what it deleted or "
         "overwrote may be back in an older version)" if saved.missing else
-        f"{saved.lost} of {saved.expected or 0} checkpointed records"
+        f"every record of {', '.join(Path(u.split(': ')[0]).name for u in saved.unread)} (how many is unknown)"
+        if saved.unread else f"{saved.lost} of {saved.expected or 0} checkpointed records"
     ) + f", {saved.bad_lines} journal lines"  # fmt: skip
     lost_journal = [path.name for path, problem in problems if problem.startswith(LOST_JOURNAL)]
     if lost_journal:  # the journal after the last checkpoint is gone: what it held cannot be counted
@@ -550,7 +575,7 @@ def _repair_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict
     with checkpoint.building(folder) as held, engine.lock(namespace):
         if not held:  # deleted meanwhile (a namespace delete): nothing to bring back
             return Salvage()
-        saved = salvage_shard(folder)
+        saved = salvage_shard(folder, descriptor)
         write_atomic(folder / DESCRIPTOR, seal(descriptor))
         now = clock.now()
         live = [d for d in saved.docs.values() if expiry(d) > now]

@@ -29,7 +29,7 @@ from .integrity import (
     scan_records,
 )
 from .segment import TOMBS
-from .shard import DAMAGED, WAL, MissingCheckpoint, check_chain, live_ranges, scan, seg_name
+from .shard import DAMAGED, WAL, MissingCheckpoint, check_chain, foreign_header, live_ranges, scan, seg_name
 
 
 @dataclass
@@ -41,17 +41,22 @@ class Salvage:
     missing: str | None = None  # a checkpoint folder that is gone, its records with it
     segments: int = 0  # segments read
     untrusted_tombs: list[str] = field(default_factory=list)  # damaged tombstone files, not applied
+    unread: list[str] = field(default_factory=list)  # "file: why" of files that could not be read at all
 
     @property
     def lost(self) -> int | None:
-        """Checkpoint records that could not be read (None when a whole checkpoint is gone)."""
-        if self.missing is not None:
+        """Checkpoint records that could not be read (None when a whole checkpoint, or a file
+        that could not be read at all, is gone: how many it held is unknown)."""
+        if self.missing is not None or self.unread:
             return None
         return max(0, (self.expected or 0) - self.from_checkpoint)
 
 
-def salvage_shard(folder: Path) -> Salvage:
-    """Everything readable in the shard `folder` (the caller holds its lock when it rewrites)."""
+def salvage_shard(folder: Path, descriptor: dict[str, Any] | None = None) -> Salvage:
+    """Everything readable in the shard `folder` (the caller holds its lock when it rewrites).
+    A file that cannot be read at all (permissions, a folder in its place) and a journal whose
+    header names another shard than `descriptor` (copied from elsewhere) are passed over, noted
+    in `unread`."""
     result = Salvage()
     ranges, wals = scan(folder)
     chain = live_ranges(ranges)
@@ -61,7 +66,10 @@ def salvage_shard(folder: Path) -> Salvage:
     # the finding says) rather than thrown away with it.
     _note_gaps(folder, chain, result)
     for lo, hi in chain:
-        read_checkpoint(folder / seg_name(lo, hi), result)
+        try:
+            read_checkpoint(folder / seg_name(lo, hi), result)
+        except OSError as exc:
+            result.unread.append(f"{exc.filename or folder / seg_name(lo, hi)}: {exc.strerror}")
     try:
         check_chain(folder, base, wals)
     except MissingCheckpoint as exc:
@@ -70,7 +78,15 @@ def salvage_shard(folder: Path) -> Salvage:
     for kept in folder.glob(f"{DAMAGED}*"):  # its valid lines are in the checkpoint already
         result.bad_lines += lines_lost(scan_journal(kept)[1])
     for gen in (g for g in wals if g > base):
-        ops, bad = scan_journal(folder / WAL.format(gen))
+        try:
+            ops, bad = scan_journal(folder / WAL.format(gen))
+        except OSError as exc:
+            result.unread.append(f"{folder / WAL.format(gen)}: {exc.strerror}")
+            continue
+        stranger = foreign_header(ops, descriptor)
+        if stranger:
+            result.unread.append(f"{folder / WAL.format(gen)}: {stranger}")
+            continue
         result.bad_lines += lines_lost(bad)
         for op in ops:
             for rec in op.get("recs", ()):

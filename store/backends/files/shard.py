@@ -55,7 +55,7 @@ from ...log import logger
 from ...paths import ensure_dir, write_atomic
 from ...schemas import Schema
 from ..base import Candidates, Filters, Scope
-from .integrity import parse_line, read_manifest, seal
+from .integrity import damaged, parse_line, read_manifest, seal
 from .journal import Journal, Op
 from .memtable import Memtable
 from .segment import Segment, expiry, open_segment
@@ -156,6 +156,23 @@ def recorded_descriptor(folder: Path) -> dict[str, Any] | None:
         if op is not None and op["op"] == "shard" and "kind" in op["shard"]:
             return dict(op["shard"])
     return None
+
+
+IDENTITY = ("namespace", "kind", "scope")  # what names a shard in its descriptor
+
+
+def foreign_header(ops: list[Op], descriptor: dict[str, Any] | None) -> str | None:
+    """Why a journal whose operations are `ops` is another shard's (its header, the first
+    operation, names another namespace, kind or scope than `descriptor`: a file copied from
+    another folder, whose records must not be read as this shard's); None when it is not."""
+    header = ops[0].get("shard") if ops and ops[0].get("op") == "shard" else None
+    if not isinstance(header, dict) or not descriptor:
+        return None
+    differ = [name for name in IDENTITY if name in header and name in descriptor and header[name] != descriptor[name]]
+    if not differ:
+        return None
+    theirs = ", ".join(f"{name} {header[name]!r}" for name in differ)
+    return f"its header names another shard ({theirs}): a journal copied from elsewhere?"
 
 
 class MissingCheckpoint(Damaged):
@@ -265,6 +282,8 @@ class Shard(Scope):
         self.journals.sort(key=lambda j: j.gen)
         for journal in self.journals:
             for op in journal.read_new():
+                if op.get("op") == "shard" and (stranger := foreign_header([op], self.record())):
+                    raise damaged(journal.path, stranger)
                 self._apply(op)
 
     def _open_segments(self, names: list[str], reuse: bool) -> list[Segment]:
