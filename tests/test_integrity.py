@@ -561,3 +561,20 @@ def test_a_file_that_cannot_be_read_is_a_finding_and_export_writes_every_other_r
         found = [f for f in MemoryService(home).doctor(repair=repair) if "cannot be read" in f["problem"]]
         assert [(f["where"], f["fixed"], f["lost"]) for f in found] == [(str(journal.relative_to(home)), False, None)]
     assert journal.is_dir()
+
+
+def test_a_damaged_journal_header_is_no_lost_write(home, monkeypatch):
+    """An outside audit: a byte flipped in a journal's header (a copy of shard.json, holding no
+    write) made `doctor --repair` report one journal line lost and exit 1, every record kept."""
+    monkeypatch.setenv("MEM_CHECKPOINTS", "off")
+    svc = MemoryService(home)
+    scope = svc.scope("ns", "agent")
+    svc.store(scope, [{"key": {"id": f"e{i}"}, "content": f"entry {i}", "tier": "episodic"} for i in range(4)])
+    (journal,) = home.rglob("wal-*.ndjson")
+    data = bytearray(journal.read_bytes())
+    assert data.startswith(b'{"op":"shard"')
+    data[20] ^= 0x01
+    journal.write_bytes(bytes(data))
+    findings = MemoryService(home).doctor(repair=True)
+    assert findings and all(f["fixed"] and f["lost"] == 0 for f in findings), findings
+    assert MemoryService(home).retrieve(scope, limit=10)["total"] == 4

@@ -246,13 +246,15 @@ def is_blank(line: bytes) -> bool:
 MISSING_LINES = "lines before it are missing"
 REPEATED = "repeats an earlier line"
 MOVED = "is out of place"
+HEADER = "the header (a copy of shard.json, no write)"  # a damaged first line that held it
 
 
 def lines_lost(bad: list[tuple[int, str]]) -> int:
     """How many journal lines `scan_journal`'s `bad` stands for: one a damaged line, the count of
-    each gap, none a repeat or a moved line (read once, in the wrong place)."""
+    each gap, none a repeat or a moved line (read once, in the wrong place) or the header."""
     return sum(
-        int(why.split()[0]) if MISSING_LINES in why else 0 if REPEATED in why or MOVED in why else 1 for _, why in bad
+        int(why.split()[0]) if MISSING_LINES in why else 0 if REPEATED in why or MOVED in why or HEADER in why else 1
+        for _, why in bad
     )
 
 
@@ -275,7 +277,8 @@ def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]
         if out_of_sequence and out_of_sequence.kind == "repeat":  # a gap: once the whole file is read
             bad.append((number, out_of_sequence.text))
         if op is None:
-            bad.append((number, problem or "unreadable"))
+            header = number == 1 and b'"op":"shard"' in line  # its damage loses no write
+            bad.append((number, f"{problem or 'unreadable'}: {HEADER}" if header else problem or "unreadable"))
         elif not (out_of_sequence and out_of_sequence.kind == "repeat"):
             op.pop("line", None)
             ops.append(op)
