@@ -88,9 +88,10 @@ def readable_docs(engine: Engine, folder: Path, now: float, damaged: list[str]) 
         except OSError as failure:  # the folder itself cannot be listed
             damaged.append(f"{failure.filename or folder} ({failure.strerror}): none of its records could be read")
             return []
-        named = str(exc.detail.get("file")) if isinstance(exc, Damaged) else ""
+        detail = exc.detail if isinstance(exc, Damaged) else {}
+        named = str(detail.get("file") or "")
         if named:
-            damaged.append(f"{named} ({exc.detail.get('why', 'unreadable')})")
+            damaged.append(f"{named} ({detail.get('why', 'unreadable')})")
         damaged += [f"{unread} (not read)" for unread in saved.unread if not (named and unread.startswith(named))]
         if saved.lost is None or saved.lost or saved.bad_lines:
             lost = "an unknown number of" if saved.lost is None else saved.lost
