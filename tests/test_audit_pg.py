@@ -537,3 +537,22 @@ def test_finding_read_only_mcp_creates_nothing_in_an_empty_database(url, tmp_pat
     read_only_session(url, tmp_path)
     assert snapshot(url) == before
     assert sql(url, "SELECT count(*) FROM pg_extension WHERE extname = 'vector'") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "client_encoding=bogus",
+        "options=-c%20statement_timeout%3Dabc",
+        "options=-c%20bogus_param%3D1",
+        "replication=bogus",
+    ],
+)
+def test_a_parameter_the_server_refuses_at_the_start_is_a_bad_setting(tmp_path, option):
+    """Outside audit 31c: a session parameter the URL sets and the server refuses when the session
+    starts (FATAL: invalid value for parameter ...) exited 7, a store to retry, not 4."""
+    url = fresh_database()
+    bad = mem(f"{url}{'&' if '?' in url else '?'}{option}", tmp_path, "keys")
+    said = bad.stderr.decode()
+    assert bad.returncode == 4 and "a setting of the store URL is invalid" in said and len(said.splitlines()) == 1, said
+    assert mem(url, tmp_path, "keys").returncode == 0

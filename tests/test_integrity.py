@@ -578,3 +578,42 @@ def test_a_damaged_journal_header_is_no_lost_write(home, monkeypatch):
     findings = MemoryService(home).doctor(repair=True)
     assert findings and all(f["fixed"] and f["lost"] == 0 for f in findings), findings
     assert MemoryService(home).retrieve(scope, limit=10)["total"] == 4
+
+
+def test_a_loose_file_repair_cannot_change_is_said_and_the_other_repairs_go_on(home, monkeypatch):
+    """Outside audit 31c: another user's loose file made `doctor --repair` stop with one error
+    line (Operation not permitted), no findings, the other repairs not done."""
+    svc = MemoryService(home)
+    svc.store(svc.scope("ns", "agent"), [{"key": {"id": "e"}, "content": "entry", "tier": "episodic"}])
+    (journal,) = home.rglob("wal-*.ndjson")
+    journal.chmod(0o644)
+    (home / "store.json").write_bytes(b"{garbled")
+    real = os.chmod
+
+    def refused(path, mode, *args, **kwargs):  # as for a file of another owner
+        if Path(path) == journal:
+            raise PermissionError(1, "Operation not permitted", str(path))
+        return real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "chmod", refused)
+    findings = MemoryService(home).doctor(repair=True)
+    (loose,) = [f for f in findings if f["where"].endswith(journal.name)]
+    assert not loose["fixed"] and "Operation not permitted" in loose["repair"], loose
+    assert any(f["where"] == "store.json" and f["fixed"] for f in findings), findings
+
+
+@pytest.mark.parametrize("which", ["namespace.json", "shard.json"])
+def test_a_folder_in_place_of_a_descriptor_is_a_finding_and_export_writes_every_record(home, which):
+    """Outside audit 31c: a folder (or a file this user may not read) in place of namespace.json
+    or shard.json made `mem export` write nothing and `mem doctor` report nothing; their copies
+    (the shards' descriptors, the journal headers) stand in for them."""
+    svc, scope, semantic, kv, journal = _two_shards_with_journals(home)
+    path = semantic.parent / which if which == "namespace.json" else semantic / which
+    path.unlink()
+    path.mkdir()
+    out = mem(home, "export")
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 12, out.stderr
+    for repair in (False, True):
+        findings = MemoryService(home).doctor(repair=repair)
+        assert str(path.relative_to(home)) in [f["where"] for f in findings], findings
+    assert path.is_dir() and not list(path.parent.glob(".*.tmp"))  # left, and no temp file beside it

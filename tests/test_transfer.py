@@ -98,3 +98,13 @@ def test_a_key_too_long_for_postgres_is_refused_before_the_import_writes_anythin
             pg.import_records(lines, dry_run=dry_run)
     assert dump(pg) == b""
     pg.close()
+
+
+def test_a_namespace_too_long_for_postgres_is_refused_naming_its_line(home, tmp_path):
+    files = MemoryService(home, store="")
+    files.memory_set("key", "a value", namespace="é" * 600)  # 1,200 bytes in UTF-8: over its 1,024
+    lines = dump(files).splitlines()
+    pg = MemoryService(tmp_path / "pg-home", store=fresh_database())
+    with pytest.raises(InvalidInput, match=r"^line 1: namespace too long for the PostgreSQL store"):
+        pg.import_records(lines, dry_run=True)
+    pg.close()

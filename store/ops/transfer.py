@@ -76,7 +76,11 @@ def import_records(backend: Backend, a2e: A2E, lines: Iterable[bytes | str], dry
         if kind in A2E_TIERS:
             _check_entries(a2e, namespace, kind, numbered)
         if backend.bounds_ids:
-            _check_ids(backend.scope(namespace, kind, *scope, schema=schema_of(kind)), kind, numbered)
+            try:  # a name too long for the backend: said naming the group's first line
+                shard = backend.scope(namespace, kind, *scope, schema=schema_of(kind))
+            except InvalidInput as exc:
+                raise InvalidInput(f"line {numbered[0][0]}: {exc.message}") from None
+            _check_ids(shard, kind, numbered)
     for (namespace, kind, scope), numbered in groups.items():
         docs = _last_of_each(kind, [doc for _, doc in numbered])
         collection = Collection(backend, namespace, kind, *scope, schema=schema_of(kind))

@@ -530,6 +530,11 @@ def namespace_descriptor(namespace: str) -> bytes:
         raise InvalidInput(f"namespace {ascii(namespace)} is not valid UTF-8 text", {"field": "namespace"}) from None
 
 
+# a file that cannot be read at all: read as one missing (its copies stand in for it), which
+# `mem doctor` names; not the errors that pass with time (a full table of open files)
+UNREADABLE = (PermissionError, IsADirectoryError, NotADirectoryError)
+
+
 def namespace_name(folder: Path) -> str | None:
     """The name in a namespace folder's `namespace.json`, None if it is missing or damaged. The
     folder is named by the digest of the name, so a file that lost its checksum (an older
@@ -537,7 +542,7 @@ def namespace_name(folder: Path) -> str | None:
     damage, not a rename."""
     try:
         name = read_sealed(folder / NAMESPACE, {"namespace": str})["namespace"]
-    except (FileNotFoundError, Damaged):
+    except (FileNotFoundError, Damaged, *UNREADABLE):
         return None
     return name if digest(name) == folder.name else None
 
@@ -547,7 +552,7 @@ def shard_descriptor(folder: Path) -> dict | None:
     than the one its folder's digest stands for: see `namespace_name`)."""
     try:
         descriptor = read_sealed(folder / DESCRIPTOR, {"kind": str, "schema": str})
-    except (FileNotFoundError, Damaged):
+    except (FileNotFoundError, Damaged, *UNREADABLE):
         return None
     scope = descriptor.get("scope", [])
     if not isinstance(scope, list) or not all(isinstance(part, str) for part in scope):

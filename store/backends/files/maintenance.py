@@ -239,7 +239,10 @@ def doctor(engine: Engine, repair: bool = False) -> list[Finding]:
     findings = _check_permissions(engine.home, repair)
     findings += _check_store_file(engine, repair)
     for folder in sorted(p for p in (engine.home / "ns").glob("*") if p.is_dir()):
-        findings += _check_namespace(engine, folder, repair)
+        try:
+            findings += _check_namespace(engine, folder, repair)
+        except OSError as exc:  # a namespace.json or shard.json that cannot be read, or replaced
+            findings.append(_unreadable(engine, folder, exc))
     system = engine.namespace_dir(SYSTEM)  # the session registry: shards without a namespace.json
     for folder in sorted(p for p in system.glob("*") if p.is_dir()):
         descriptor = shard_descriptor(folder) or recorded_descriptor(folder)
@@ -265,16 +268,21 @@ def _check_permissions(home: Path, repair: bool) -> list[Finding]:
     for path in everything:
         if any(part.startswith("tmp-") for part in path.relative_to(home).parts[:-1]):
             continue
+        refused = None
         try:
             mode = os.stat(path).st_mode & 0o777
             if mode & 0o077 and repair:
-                os.chmod(path, mode & 0o700)
+                try:
+                    os.chmod(path, mode & 0o700)
+                except PermissionError as exc:  # another user's file: said, and the other repairs go on
+                    refused = exc.strerror
         except FileNotFoundError:
             continue
         if mode & 0o077:
+            done = f"not made private ({refused}): its owner must" if refused else "made private"
             findings.append({
                 "where": str(path.relative_to(home)) or ".", "problem": f"readable by others ({oct(mode)})",
-                "repair": "made private" if repair else f"chmod go-rwx '{path}'", "fixed": repair, "lost": 0,
+                "repair": done if repair else f"chmod go-rwx '{path}'", "fixed": repair and not refused, "lost": 0,
             })  # fmt: skip
     return findings
 
@@ -365,7 +373,8 @@ def _check_shard(engine: Engine, namespace: str, folder: Path, descriptor: dict,
 def _unreadable(engine: Engine, folder: Path, exc: OSError) -> Finding:
     """The finding for a shard with a file that cannot be read at all. `--repair` leaves it: the
     records may all be there, for another user or once what stands in its place is moved."""
-    path = Path(exc.filename) if exc.filename else folder
+    named = exc.filename2 or exc.filename  # a rename names its source first: the file it replaces is the second
+    path = Path(named) if named else folder
     repair = "not repaired (its records may be intact): give this user access to it, or move what stands in its place"
     return {**_finding(engine, path, f"cannot be read: {exc.strerror}", repair), "lost": None}
 

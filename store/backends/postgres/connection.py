@@ -59,7 +59,14 @@ _RETRYABLE = re.compile(
 )
 # libpq's and psycopg's words for a setting of the URL that no server can take ("invalid sslmode
 # value", "invalid port number", "bad value for connect_timeout"): `group(1)` names the setting
-_BAD_SETTING = re.compile(r"\binvalid (?:integer )?(\w+) (?:value|number)\b|\bbad value for (\w+)", re.IGNORECASE)
+# and the server's, at the start of a session, for a parameter the URL sets ("client_encoding=bogus",
+# "options=-c bogus=1"): a name from the URL, or none
+_BAD_SETTING = re.compile(
+    r"\binvalid (?:integer )?(\w+) (?:value|number)\b|\bbad value for (\w+)|"
+    r"invalid value for parameter \"(\w+)\"|unrecognized configuration parameter \"(\w+)\"",
+    re.IGNORECASE,
+)
+PARAMETER_STATES = ("22023", "42704")  # invalid_parameter_value, undefined_object (a parameter's name)
 # query_canceled (statement_timeout, pg_cancel_backend), lock_not_available (lock_timeout)
 _CANCELLED_STATES = {"57014", "55P03"}
 _RETRYABLE_STATES = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004", "53300", "40001", "40P01"}
@@ -441,11 +448,11 @@ class Database:
             raise self.failure(exc) from None
 
     def bad_setting(self, exc: Exception) -> bool:
-        """Whether the driver refused a setting the URL gives (no server answered: no SQLSTATE)."""
-        found = None if getattr(exc, "sqlstate", None) else _BAD_SETTING.search(str(exc))
+        """Whether the driver, or the server starting a session, refused a setting the URL gives."""
+        found = _BAD_SETTING.search(str(exc)) if getattr(exc, "sqlstate", None) in (None, *PARAMETER_STATES) else None
         if found is None:
             return False
-        name = (found.group(1) or found.group(2)).lower()
+        name = next(group for group in found.groups() if group).lower()
         return name in ("integer", "port") or name in self.url.lower()
 
     def pool_failure(self) -> StoreUnavailable:
