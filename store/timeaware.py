@@ -409,6 +409,7 @@ def _written_time(value: str) -> float | None:
         seconds = _seconds(iso.group())
         zoned = re.search(r"(?:Z|[+-]\d\d(?::?\d\d)?)$", iso.group()) is not None
         return seconds if seconds is None or zoned else seconds - _offset_after(value[iso.end() :])
+    value = _year_before_clock(value)
     day = _leading_day(value)
     if day is None:
         return None
@@ -423,6 +424,26 @@ def _written_time(value: str) -> float | None:
     if clock["half"]:  # 12 am is midnight, 12 pm noon
         hour = hour % 12 + (12 if clock["half"].lower() == "p" else 0)
     return seconds + hour * 3600 + minute * 60 + second - _offset_after(value[clock.end() :])
+
+
+# C's and git's date, and the `date` command's: "Mon May 8 19:00:00 2023 +0200", "Mon May  8
+# 19:00:00 +02 2023" (or "CEST 2023"): the year comes after the time, where no date phrase has it
+CTIME = (
+    r"^\s*(?:[a-z]{3,9},?\s+)?(?P<month>[a-z]{3,9})\.?\s+(?P<day>\d{1,2})\s+(?P<clock>\d{1,2}:\d\d(?::\d\d)?)\s+"
+    r"(?:(?P<zone>[+-]\d\d(?::?\d\d)?|[a-z]{2,5})\s+)?(?P<year>\d{4})\b"
+)
+
+
+def _year_before_clock(value: str) -> str:
+    """A ctime-style `value` written day, month, year, then time and offset ("8 May 2023 19:00:00
+    +0200"), as a date phrase and a time of day are read; any other value as it is. A zone
+    name between the time and the year is dropped (zone names are not read: UTC)."""
+    found = re.match(CTIME, value, re.IGNORECASE)
+    if found is None or found["month"].lower() not in MONTHS:
+        return value
+    zone = found["zone"] if found["zone"] and found["zone"][0] in "+-" else ""
+    rest = value[found.end() :]
+    return f"{found['day']} {found['month']} {found['year']} {found['clock']}" + (f" {zone}" if zone else "") + rest
 
 
 def _offset_after(tail: str) -> int:

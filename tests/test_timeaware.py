@@ -128,6 +128,10 @@ def test_an_entry_time_is_its_date_field_then_a_leading_date_then_created_at():
         ("8 May 2023 14:00 +02, then lunch", "2023-05-08T12:00:00"),
         ("8 May 2023 19:00 +02 guests", "2023-05-08T19:00:00"),  # a count of guests, no offset (audit 30d)
         ("8 May 2023 19:00 +0200 guests", "2023-05-08T17:00:00"),  # with minutes it is an offset
+        ("Mon May 8 19:00:00 2023 +0200", "2023-05-08T17:00:00"),  # git's date (audit 31c)
+        ("Mon May  8 19:00:00 +02 2023", "2023-05-08T17:00:00"),  # the `date` command's
+        ("Mon May  8 19:00:00 CEST 2023", "2023-05-08T19:00:00"),  # a zone name: not read, UTC
+        ("Thu, Dec 7 09:05 2023", "2023-12-07T09:05:00"),
         ("2023-05-08T14:00:00 CEST", "2023-05-08T14:00:00"),  # ISO-8601, then words (was no date)
         ("2023-05-08T14:00:00+02:00 (CEST)", "2023-05-08T12:00:00"),
         ("2023-05-08T14:00 (Mon)", "2023-05-08T14:00:00"),
