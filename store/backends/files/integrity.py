@@ -237,6 +237,12 @@ def intact_tail(data: bytes) -> bytes | None:
     return tail if isinstance(op, dict) and check_op(op) is None else None
 
 
+def whole_lines(data: bytes) -> list[bytes]:
+    """`complete_lines`, and the last line if it lost only its newline (`intact_tail`)."""
+    tail = intact_tail(data)
+    return complete_lines(data) + ([tail] if tail is not None else [])
+
+
 def is_blank(line: bytes) -> bool:
     """Whether a journal line holds nothing but spaces: no operation was written there (one that
     was, then lost, leaves the next line's number past the count: a gap), so it is passed over."""
@@ -268,8 +274,7 @@ def scan_journal(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]
     bad: list[tuple[int, str]] = []
     sealed = False
     order = LineOrder()
-    tail = intact_tail(data)
-    for number, line in enumerate(complete_lines(data) + ([tail] if tail else []), 1):
+    for number, line in enumerate(whole_lines(data), 1):
         if is_blank(line):
             continue
         op, problem, sealed = parse_line(line, sealed)

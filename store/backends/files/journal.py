@@ -34,7 +34,7 @@ from typing import Any
 
 from ...log import logger
 from ...paths import FILE_MODE, fsync_dir
-from .integrity import LineOrder, complete_lines, intact_tail, is_blank, parse_line, seal
+from .integrity import LineOrder, complete_lines, intact_tail, is_blank, parse_line, seal, whole_lines
 
 Op = dict[str, Any]
 
@@ -171,9 +171,7 @@ class Journal:
         size = self.size()
         if size > 1 << 16:
             return False
-        data = os.pread(self._open(), size, 0)
-        tail = intact_tail(data)
-        for line in complete_lines(data) + ([tail] if tail is not None else []):
+        for line in whole_lines(os.pread(self._open(), size, 0)):
             op, _, _ = parse_line(line, False)
             if op is None or op.get("op") != "shard":
                 return False

@@ -92,7 +92,7 @@ def readable_docs(engine: Engine, folder: Path, now: float, damaged: list[str]) 
         named = str(detail.get("file") or "")
         if named:
             damaged.append(f"{named} ({detail.get('why', 'unreadable')})")
-        damaged += [f"{unread} (not read)" for unread in saved.unread if not (named and unread.startswith(named))]
+        damaged += [f"{path}: {why} (not read)" for path, why in saved.unread if path != named]
         if saved.lost is None or saved.lost or saved.bad_lines:
             lost = "an unknown number of" if saved.lost is None else saved.lost
             damaged.append(f"{folder}: {lost} records and {saved.bad_lines} journal lines could not be read")
@@ -475,7 +475,7 @@ def _report_shard(
     what = f"{len(saved.docs)} records kept; lost: " + (
         f"every record of {Path(saved.missing).name} (how many is unknown; what it deleted or "
         "overwrote may be back in an older version)" if saved.missing else
-        f"every record of {', '.join(Path(u.split(': ')[0]).name for u in saved.unread)} (how many is unknown)"
+        f"every record of {', '.join(Path(path).name for path, _ in saved.unread)} (how many is unknown)"
         if saved.unread else f"{saved.lost} of {saved.expected or 0} checkpointed records"
     ) + f", {saved.bad_lines} journal lines"  # fmt: skip
     lost_journal = [path.name for path, problem in problems if problem.startswith(LOST_JOURNAL)]

@@ -41,7 +41,7 @@ class Salvage:
     missing: str | None = None  # a checkpoint folder that is gone, its records with it
     segments: int = 0  # segments read
     untrusted_tombs: list[str] = field(default_factory=list)  # damaged tombstone files, not applied
-    unread: list[str] = field(default_factory=list)  # "file: why" of files that could not be read at all
+    unread: list[tuple[str, str]] = field(default_factory=list)  # (file, why) of files not read at all
 
     @property
     def lost(self) -> int | None:
@@ -69,7 +69,7 @@ def salvage_shard(folder: Path, descriptor: dict[str, Any] | None = None) -> Sal
         try:
             read_checkpoint(folder / seg_name(lo, hi), result)
         except OSError as exc:
-            result.unread.append(f"{exc.filename or folder / seg_name(lo, hi)}: {exc.strerror}")
+            result.unread.append((str(exc.filename or folder / seg_name(lo, hi)), exc.strerror or "unreadable"))
     try:
         check_chain(folder, base, wals)
     except MissingCheckpoint as exc:
@@ -81,11 +81,11 @@ def salvage_shard(folder: Path, descriptor: dict[str, Any] | None = None) -> Sal
         try:
             ops, bad = scan_journal(folder / WAL.format(gen))
         except OSError as exc:
-            result.unread.append(f"{folder / WAL.format(gen)}: {exc.strerror}")
+            result.unread.append((str(folder / WAL.format(gen)), exc.strerror or "unreadable"))
             continue
         stranger = foreign_header(ops, descriptor)
         if stranger:
-            result.unread.append(f"{folder / WAL.format(gen)}: {stranger}")
+            result.unread.append((str(folder / WAL.format(gen)), stranger))
             continue
         result.bad_lines += lines_lost(bad)
         for op in ops:
