@@ -590,6 +590,56 @@ def test_index_path_agrees_with_exact_search(db, monkeypatch):
     assert part.path == "exact" and part.total == 50
 
 
+def test_a_servers_index_scan_starts_before_the_statistics_and_agrees(pg_url, monkeypatch):
+    """A long-lived server (pooled) sends a scope's HNSW scan on a second connection before its
+    statistics, as the scope's last index search asked it (`search.EarlyNear`): the ranking is
+    the one the scan after the statistics gives, and a scan asked for an old watermark (the index
+    rebuilt meanwhile) or a smaller ef (the table grew around the scope) is not used."""
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda", "theta", "zeta"]
+    rng = np.random.default_rng(5)
+    docs = [entry(f"e{i}", " ".join(rng.choice(words, 4))) for i in range(300)]
+    server = open_postgres(pg_url, "hash", pooled=True)
+    try:
+        target = put(server, "ns", "semantic", docs[:250])
+        assert server.build_index(force=True)
+        put(server, "ns", "semantic", docs[250:])  # past the watermark: the recent part
+        monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
+        used = []
+        monkeypatch.setattr(pg_search.EarlyNear, "rows", lambda self: used.append(self.ef) or self.cursor.fetchall())
+        queries = ["alpha beta", "omega sigma kappa", "theta", "zeta delta gamma"]
+
+        def ranked(query):
+            (part,) = target.search(clock.now(), Filters(), server.embed([query])[0], query, k=10)
+            assert part.path == "index"
+            order = np.argsort(-part.relevance, kind="stable")
+            return [(part.doc(int(i))["id"], round(float(part.relevance[i]), 5)) for i in order[:10]]
+
+        alone = [ranked(q) for q in queries]  # the first leaves the hint: the others start early
+        assert len(used) == len(queries) - 1
+        server.near_hints.clear()
+        one_by_one = []
+        for q in queries:
+            server.near_hints.clear()
+            one_by_one.append(ranked(q))
+        assert one_by_one == alone and len(used) == len(queries) - 1
+        # the index rebuilt with a new watermark: the early scan (old watermark) is not taken
+        put(server, "ns", "semantic", [entry("late", "alpha beta")])
+        assert server.build_index(force=True)
+        assert ranked("alpha beta")[0][0] in {row[0] for row in alone[0]} | {"late"}
+        assert len(used) == len(queries) - 1
+        # a hint of a larger share than the table now gives: its ef is too small, not taken
+        put(server, "other", "semantic", [entry(f"o{i}", "omega") for i in range(400)])
+        hint = server.near_hints[target.cache_key]
+        server.near_hints[target.cache_key] = pg_search.NearHint(hint.upto, hint.dim, 1.0)
+        monkeypatch.setattr(pg_search, "EF_MIN", 10)
+        ranked("theta")
+        assert len(used) == len(queries) - 1
+        ranked("theta")  # the hint it left fits
+        assert len(used) == len(queries)
+    finally:
+        server.close()
+
+
 def test_index_path_finds_the_rows_of_common_terms_that_rank_first(db, monkeypatch):
     """Query terms too common for the rarest-terms budget still bring the rows their words rank
     first, as the files backend's postings do: rows that hold a query word in a short text, whose

@@ -457,11 +457,8 @@ class A2E:
         shards = [self._shard(session, name) for name in self._tiers(session, tier)]
         qvec = self.backend.embed([query])[0] if query else None  # after the shards: same embedder
         asked = timeaware.read_query(query, now)
-        parts: list[Candidates] = []
-        for shard in shards:
-            parts += shard.search(
-                now, filters, qvec, timeaware.undated(query, asked), k=_depth(limit, asked), exhaustive=min_score > 0
-            )
+        text, depth = timeaware.undated(query, asked), _depth(limit, asked)
+        parts = self.backend.search_scopes(shards, now, filters, qvec, text, depth, exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         if since or until:
             applied.update(since=since, until=until)
@@ -491,11 +488,7 @@ class A2E:
                     shards.append(scope)
         now, filters = clock.now(), Filters(tuple(tags))
         qvec = self.backend.embed([query])[0] if query else None
-        parts = [
-            p
-            for shard in shards
-            for p in shard.search(now, filters, qvec, query, k=_depth(limit), exhaustive=min_score > 0)
-        ]
+        parts = self.backend.search_scopes(shards, now, filters, qvec, query, _depth(limit), exhaustive=min_score > 0)
         return _rank(parts, limit, min_score, query=query)["entries"]
 
     # -- forget -----------------------------------------------------------------------------

@@ -30,8 +30,10 @@ Without a query every filtered live row is a candidate, relevance 1.0, ranked by
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -72,6 +74,13 @@ SCORE_COLUMNS = (
     f"seq, {DISTANCE}, updated_at, cardinality(terms), "
     "CASE WHEN terms && %(qt)s::text[] THEN ARRAY(SELECT x FROM unnest(terms) x WHERE x = ANY(%(qt)s::text[])) END"
 )
+# The index path's few hundred candidates: a row's whole terms when it holds a query term
+# (`bm25_scores` counts only the query's). The subquery that keeps only those cost ~8 us a row
+# there, 2 ms a retrieve at 100k rows; an exact search's thousands of rows keep it, so that
+# Python does not walk every term of every row.
+CANDIDATE_COLUMNS = SCORE_COLUMNS.replace(
+    "ARRAY(SELECT x FROM unnest(terms) x WHERE x = ANY(%(qt)s::text[]))", "terms"
+).replace(DISTANCE, "d")
 
 
 def search(
@@ -94,21 +103,27 @@ def search(
         qvec = np.zeros(max(dim, 1), dtype=np.float32)
     qvec = np.asarray(qvec, dtype=np.float32)
     params.update(q=qvec, qt=qterms, dim=len(qvec))
-    n_docs, total_len, dfs, total, table_rows, index, recorded = _statistics(scope, where, params, filters)
-    if recorded and int(recorded["dim"]) != len(qvec) and np.any(qvec):
-        qvec = _after_reindex(scope)
-        params.update(q=qvec, dim=len(qvec))
-    if total <= 0:
-        return []
-    weights = {t: idf(max(n_docs, 1), df) for t, df in zip(qterms, dfs, strict=True)}
-    avgdl = max(total_len / max(n_docs, 1), 1.0)
     fetch = max(MIN_FETCH, FETCH_FACTOR * k)
-    rows, path = None, "exact"
-    blank = not np.any(qvec)
-    upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
-    if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
-        rows = _index_rows(scope, where, params, weights, dfs, (k, fetch), total, table_rows, upto, avgdl)
-        path = "index"
+    unfiltered = not (filters.tags or filters.ids is not None or filters.timed)
+    with contextlib.ExitStack() as side:
+        early = _early_near(scope, where, params, fetch, side) if unfiltered and not exhaustive else None
+        n_docs, total_len, dfs, total, table_rows, index, recorded = _statistics(scope, where, params, filters)
+        if recorded and int(recorded["dim"]) != len(qvec) and np.any(qvec):
+            qvec = _after_reindex(scope)
+            params.update(q=qvec, dim=len(qvec))
+        if total <= 0:
+            return []
+        weights = {t: idf(max(n_docs, 1), df) for t, df in zip(qterms, dfs, strict=True)}
+        avgdl = max(total_len / max(n_docs, 1), 1.0)
+        rows, path = None, "exact"
+        blank = not np.any(qvec)
+        upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
+        if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
+            near = NearHint(upto, len(qvec), total / max(table_rows, total, 1))
+            rows = _index_rows(scope, where, params, weights, dfs, (k, fetch), total, near, avgdl, early)
+            path = "index"
+            if unfiltered:
+                scope.backend.near_hints[scope.cache_key] = near
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
         path = "exact"
@@ -248,38 +263,41 @@ def _index_rows(
     dfs: list[int],
     wanted: tuple[int, int],
     total: int,
-    table_rows: int,
-    upto: int,
+    near: NearHint,
     avgdl: float,
+    early: EarlyNear | None = None,
 ) -> list[tuple] | None:
-    """Candidates from the HNSW index (rows up to its watermark `upto`), the rows written since
-    (exactly: the `fetch` of highest cosine) and the rarest terms' rows; None when the index
+    """Candidates from the HNSW index (rows up to its watermark `near.upto`), the rows written
+    since (exactly: the `fetch` of highest cosine) and the rarest terms' rows; None when the index
     cannot give enough rows of this scope (the caller searches exactly). `wanted`: the caller's
-    `k`, and the rows fetched of each part (`fetch`, more than `k`: for the caller's own cuts)."""
+    `k`, and the rows fetched of each part (`fetch`, more than `k`: for the caller's own cuts).
+    The index's part is `early`'s when it asked what this search would (`EarlyNear.fits`)."""
     from psycopg import sql
 
     k, fetch = wanted
-
-    share = total / max(table_rows, total, 1)
-    # when every row of the table passes the filters (one scope, none expired, no filter), every
-    # row the index gives is a candidate: no slack (each unit of ef costs ~30 us at 100k rows)
-    slack = 1.0 if share >= 1.0 else EF_SLACK
-    ef = max(EF_MIN, math.ceil(fetch / share * slack))
+    ef = _ef(fetch, near.share)
     if ef > EF_MAX:
         return None
-    watermark = sql.Literal(int(upto))  # the index's predicate: the planner must see the constant
     timed = ", at, doc" if "since" in params or "until" in params else ""  # what `WHEN` reads
     rare = _rarest(list(weights), dfs)
     values: dict[str, Any] = {**params, "ef": ef, "fetch": fetch}
     if rare:
         values.update(_lexical_values(weights, avgdl), rare=rare)
-    statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed)).format(upto=watermark)
+    ready = early if early is not None and early.fits(near, ef, params["q"]) else None
+    parts = ("recent",) if ready else ("near", "recent")
+    statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed, parts))
     with scope.backend.db.connection() as conn:
         with conn.pipeline():
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
-            cursor = conn.execute(statement, values)
+            if not ready:
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
+            # the index's predicate: the planner must see the watermark as a constant
+            cursor = conn.execute(statement.format(upto=sql.Literal(near.upto)), values)
         rows = cursor.fetchall()
     found = rows[0][-1] if rows else 0  # rows the index and the recent rows gave
+    if ready:
+        nearest = ready.rows()
+        found += nearest[0][-1] if nearest else 0
+        rows = nearest + rows
     if found < min(fetch, total):
         return None
     unique = {row[0]: row[:-2] for row in rows}  # a leader found by the index too: once
@@ -289,6 +307,63 @@ def _index_rows(
         for row in _common_leaders(scope, where, values, weights, sets, avgdl):
             unique.setdefault(row[0], row)
     return [unique[seq] for seq in sorted(unique)]
+
+
+def _ef(fetch: int, share: float) -> int:
+    """`hnsw.ef_search` for `fetch` rows of a scope holding `share` of the table's rows: when
+    every row passes the filters (one scope, none expired, no filter), every row the index gives
+    is a candidate, no slack (each unit of ef costs ~30 us at 100k rows)."""
+    slack = 1.0 if share >= 1.0 else EF_SLACK
+    return max(EF_MIN, math.ceil(fetch / share * slack))
+
+
+@dataclass(frozen=True)
+class NearHint:
+    """What an index search of a scope asks the HNSW index: rows up to the watermark `upto`,
+    for a query vector of `dim`, the scope being `share` of the table's rows."""
+
+    upto: int
+    dim: int
+    share: float
+
+
+class EarlyNear:
+    """The index's nearest rows of a scope, asked on a side connection (`Database.side`) before
+    the scope's statistics are read, as the scope's last unfiltered index search asked (its
+    `NearHint`, kept by the backend): the HNSW scan, most of a search's server time, then runs
+    while this connection reads the statistics and the other candidates. A search takes its rows
+    only when the statistics ask the same (`fits`): the same watermark and query vector, and no
+    larger ef. Else they are not read, and the search asks again, as without it."""
+
+    def __init__(self, hint: NearHint, ef: int, query: np.ndarray, cursor: Any) -> None:
+        self.hint, self.ef, self.query, self.cursor = hint, ef, query, cursor
+
+    def fits(self, near: NearHint, ef: int, query: np.ndarray) -> bool:
+        return self.hint.upto == near.upto and self.ef >= ef and self.query is query
+
+    def rows(self) -> list[tuple]:
+        return self.cursor.fetchall()
+
+
+def _early_near(
+    scope: PgScope, where: str, params: dict[str, Any], fetch: int, stack: contextlib.ExitStack
+) -> EarlyNear | None:
+    """Sends the index's part of the candidates on a side connection, if the scope's last
+    unfiltered index search left a hint and the pool has a connection to spare; the connection
+    stays with `stack`."""
+    from psycopg import sql
+
+    hint = scope.backend.near_hints.get(scope.cache_key)
+    if hint is None or hint.dim != params["dim"]:
+        return None
+    conn = stack.enter_context(scope.backend.db.side())
+    if conn is None:
+        return None
+    ef = _ef(fetch, hint.share)
+    statement = sql.SQL(_candidates_sql(where, None, "", ("near",))).format(upto=sql.Literal(hint.upto))
+    conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
+    cursor = conn.execute(statement, {**params, "ef": ef, "fetch": fetch})  # sent: the server starts on it
+    return EarlyNear(hint, ef, params["q"], cursor)
 
 
 def _word_sets(
@@ -373,8 +448,7 @@ def _common_leaders(
     holding = " OR ".join(f"terms @> %(s{i})s::text[]" for i in range(len(sets)))
     extra: dict[str, Any] = {f"s{i}": terms_ for i, terms_ in enumerate(sets)} | _lexical_values(weights, avgdl)
     statement = _leaders_sql(where, len(weights), f"({holding})")
-    scored = SCORE_COLUMNS.replace(DISTANCE, "d")
-    return _run(scope, f"SELECT {scored} FROM ({statement}) AS leaders", {**values, **extra})
+    return _run(scope, f"SELECT {CANDIDATE_COLUMNS} FROM ({statement}) AS leaders", {**values, **extra})
 
 
 def affordable(sets: list[list[str]], dfs: dict[str, int]) -> list[list[str]]:
@@ -412,33 +486,37 @@ def term_sets(limits: dict[str, float], floor: float, most: int = 4 * MAX_TERM_S
     return found
 
 
-def _candidates_sql(where: str, count: int | None, timed: str) -> str:
-    """One statement for the index path's candidates, scored as `SCORE_COLUMNS` gives them: the
-    index's nearest rows of the scope, the rows written since the watermark (`{upto}`) by exact
-    cosine, and (with `count` query terms) the best rows of the rarest terms. Each part carries
-    what the scores need (no second lookup of its rows); a leader may also be a near or recent
-    row (the caller keeps one). The last column counts the first two parts (too few: the caller
-    searches exactly)."""
-    near = (
-        "SELECT seq, d, updated_at, terms FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at"
-        + timed
-        + ", updated_at, terms, vec <=> %(q)b AS d FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b "
-        "LIMIT %(ef)s) AS near WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
-    )
-    recent = (
-        f"SELECT seq, {DISTANCE} AS d, updated_at, terms FROM mem_records WHERE "
-        + where
-        + " AND seq > {upto} ORDER BY d LIMIT %(fetch)s"
-    )
-    parts = [f"near AS ({near})", f"recent AS ({recent})"]
-    chosen = f"SELECT *, {NEAR} FROM near UNION ALL SELECT *, {RECENT} FROM recent"
+def _candidates_sql(where: str, count: int | None, timed: str, parts: tuple[str, ...] = ("near", "recent")) -> str:
+    """One statement for the index path's candidates, as `CANDIDATE_COLUMNS` gives them, of
+    `parts`: the index's nearest rows of the scope (`near`), the rows written since the
+    watermark (`{upto}`) by exact cosine (`recent`), and (with `count` query terms) the best
+    rows of the rarest terms. Each part carries what the scores need (no second lookup of its
+    rows); a leader may also be a near or recent row (the caller keeps one). The last column
+    counts the rows of `parts` (too few: the caller searches exactly)."""
+    sources = {
+        "near": (
+            NEAR,
+            "SELECT seq, d, updated_at, terms FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at"
+            + timed
+            + ", updated_at, terms, vec <=> %(q)b AS d FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b "
+            "LIMIT %(ef)s) AS near WHERE " + where + " ORDER BY d LIMIT %(fetch)s",
+        ),
+        "recent": (
+            RECENT,
+            f"SELECT seq, {DISTANCE} AS d, updated_at, terms FROM mem_records WHERE "
+            + where
+            + " AND seq > {upto} ORDER BY d LIMIT %(fetch)s",
+        ),
+    }
+    ctes = [f"{name} AS ({sources[name][1]})" for name in parts]
+    chosen = [f"SELECT *, {sources[name][0]} FROM {name}" for name in parts]
     if count is not None:
-        parts.append(f"leaders AS ({_leaders_sql(where, count)})")
-        chosen += f" UNION ALL SELECT *, {LEADER} FROM leaders"
-    scores = SCORE_COLUMNS.replace(DISTANCE, "d")
+        ctes.append(f"leaders AS ({_leaders_sql(where, count)})")
+        chosen.append(f"SELECT *, {LEADER} FROM leaders")
+    counted = " + ".join(f"(SELECT count(*) FROM {name})" for name in parts)
     return (
-        f"WITH {', '.join(parts)} SELECT {scores}, part, (SELECT count(*) FROM near) + (SELECT count(*) FROM recent) "
-        f"FROM ({chosen}) AS candidates(seq, d, updated_at, terms, part)"
+        f"WITH {', '.join(ctes)} SELECT {CANDIDATE_COLUMNS}, part, {counted} "
+        f"FROM ({' UNION ALL '.join(chosen)}) AS candidates(seq, d, updated_at, terms, part)"
     )
 
 
@@ -506,9 +584,10 @@ def _scored(
 
 
 def bm25_scores(rows: list[tuple], weights: dict[str, float], avgdl: float) -> np.ndarray:
-    """`bm25` of each candidate row (its term count, then the query terms it holds, are its 4th
-    and 5th columns), at once: the per-row sums in Python were a millisecond a query. Each term's
-    part is added in the query's order of terms, as `lexical.DeltaLexicon.scores` adds them."""
+    """`bm25` of each candidate row (its term count, then the query terms it holds, or all its
+    terms when it holds one, are its 4th and 5th columns; only the query's count), at once: the
+    per-row sums in Python were a millisecond a query. Each term's part is added in the query's
+    order of terms, as `lexical.DeltaLexicon.scores` adds them."""
     column = {term: j for j, term in enumerate(weights)}
     tf = np.zeros((len(rows), len(column)), dtype=np.float64)
     for i, row in enumerate(rows):
