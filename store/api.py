@@ -75,6 +75,7 @@ Closed             runtime_error       1          a call on a `Memory` closed al
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import functools
 import os
 import threading
@@ -158,6 +159,19 @@ def _text(value: Any, name: str, optional: bool = False) -> Any:
     if (value is None and optional) or isinstance(value, str):
         return value
     raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
+
+
+def _instant(value: Any, name: str) -> str | None:
+    """A time bound (`since`, `until`) as the store reads it: text as given, a `datetime` or a
+    `date` as ISO 8601 (a datetime without a zone is UTC, as such a text is), None as none.
+    Unix seconds are refused: a number is no date, and text says which one is meant."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dt.datetime):
+        return value.isoformat() if value.tzinfo else value.replace(tzinfo=dt.timezone.utc).isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    raise InvalidInput(f"{name} must be a datetime, a date or an ISO 8601 text, not {type(value).__name__}")
 
 
 def _path(value: Any, name: str = "path") -> Path:
@@ -319,13 +333,14 @@ class _Tiers:
         limit: int = 10,
         min_score: float = 0.0,
         explain: bool = False,
-        since: str | None = None,
-        until: str | None = None,
+        since: str | dt.date | None = None,
+        until: str | dt.date | None = None,
     ) -> Retrieved:
         """Entries matching every filter given, best first: `query` ranks by meaning and words,
         `keys` are exact, an entry must carry every tag, `tier` is one tier (default: all),
-        `since` / `until` keep the entries whose own time is in [since, until) (an ISO-8601 date
-        or time, or a date phrase such as "last week", as `mem retrieve --since`). No `query`
+        `since` / `until` keep the entries whose own time is in [since, until) (a `datetime`, a
+        `date`, an ISO-8601 text or a date phrase such as "last week", as `mem retrieve --since`;
+        a datetime without a zone is UTC). No `query`
         (None or ""): every entry that passes the filters, with relevance 1.0."""
         text = _text(query, "query", optional=True) or ""
         return cast(
@@ -333,7 +348,7 @@ class _Tiers:
             self.service.retrieve(
                 self._scope(), keys=_key_list(keys), query=text, tags=_items(tags), tier=tier,
                 limit=_count(limit, "limit", optional=False), min_score=min_score,
-                explain=_flag(explain, "explain"), since=since, until=until,
+                explain=_flag(explain, "explain"), since=_instant(since, "since"), until=_instant(until, "until"),
             ),
         )  # fmt: skip
 
@@ -807,15 +822,16 @@ class Episodes(_Group):
         tags: Sequence[str] | None = None,
         last_minutes: float | None = None,
         last_count: int | None = None,
-        since: str | None = None,
-        until: str | None = None,
+        since: str | dt.date | None = None,
+        until: str | dt.date | None = None,
     ) -> Records:
         """Events of one log (or of every log of `swarm_id`) passing every filter, oldest first:
-        `tags` match any, `since` / `until` are ISO 8601 times."""
+        `tags` match any, `since` / `until` are ISO 8601 times (or a `datetime`, UTC without a
+        zone)."""
         return self._service.episodic_memory_query_events(
             memory_id=memory_id, swarm_id=swarm_id, last_minutes=last_minutes, last_count=last_count,
             tags=_items(tags) if tags is not None else None, event_type=event_type, emitting_agent_id=agent,
-            team_id=team_id, since=since, until=until, namespace=self._ns,
+            team_id=team_id, since=_instant(since, "since"), until=_instant(until, "until"), namespace=self._ns,
         )  # fmt: skip
 
     def event_types(self, memory_id: str | None = None, swarm_id: str | None = None) -> Strings:

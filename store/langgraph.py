@@ -425,10 +425,16 @@ def _operator(value: Any, op: str, arg: Any) -> bool:
         return value != arg
     if op not in ORDERS:
         raise ValueError(f"unsupported filter operator {op!r}")
-    try:
-        return ORDERS[op](float(value), float(arg))
-    except (TypeError, ValueError):
-        return False  # a missing or non-numeric field: no match
+    if _number(value) and _number(arg) or isinstance(value, str) and isinstance(arg, str):
+        return ORDERS[op](value, arg)
+    # a missing field, or one of another type than the operand: no match. Not `float(...)` of
+    # both: the text "30" and True passed `$gt` as numbers (outside audit 32b)
+    return False
+
+
+def _number(value: Any) -> bool:
+    """A JSON number: an int or a float, not a bool (which Python counts as an int)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 ORDERS = {

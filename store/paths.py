@@ -70,8 +70,10 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`: temp file, fsync, rename, fsync of the directory."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Replace `path` with `data`: temp file, fsync, rename, fsync of the directory. The temp
+    file's name is the writer's own: two threads of a process (two store objects) may write the
+    same file at once, and each renames only the file it wrote."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         try:

@@ -611,3 +611,64 @@ def test_opening_with_an_argument_of_the_wrong_type_is_invalid_input(home, optio
     """Outside audit 30b: `home=5` was a raw TypeError and `pooled="false"` was taken as true."""
     with pytest.raises(InvalidInput, match=message):
         Memory(**{"home": home, **options})
+
+
+def test_store_objects_of_one_process_making_a_namespace_at_once_store_every_write(tmp_path):
+    """Several `Memory` objects of one process (an app and its LangGraph store) on one files
+    store, whose first writes to a new namespace come from threads at once: each write is
+    stored (outside audit 32b: the temporary file of an atomic write was named by the process
+    alone, so two threads wrote, renamed and lost one file: FileNotFoundError, write refused)."""
+    import threading
+
+    objects = [Memory(home=tmp_path, namespace="base") for _ in range(4)]
+    try:
+        objects[0].store("warm", key="w")
+        failures: list[str] = []
+        for round_ in range(6):
+            start = threading.Barrier(len(objects))
+
+            def write(i: int, round_: int = round_, start: threading.Barrier = start) -> None:
+                start.wait()
+                try:
+                    objects[i].using(namespace=f"fresh{round_}").store(f"note {i}", key=f"k{i}")
+                except Exception as exc:  # noqa: BLE001 (any failure is the finding)
+                    failures.append(f"{type(exc).__name__}: {exc}")
+
+            threads = [threading.Thread(target=write, args=(i,)) for i in range(len(objects))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        assert failures == []
+        totals = [objects[0].using(namespace=f"fresh{r}").retrieve(limit=10)["total"] for r in range(6)]
+        assert totals == [len(objects)] * 6
+        assert not list(tmp_path.rglob("*.tmp"))
+    finally:
+        for memory in objects:
+            memory.close()
+
+
+def test_time_bounds_take_datetimes_and_dates(memory):
+    """A Python caller's natural bounds (outside audit 32b: refused as not ISO 8601 text): a
+    datetime (UTC without a zone), a date; a number is refused, naming the argument."""
+    import datetime as dt
+
+    memory.store({"text": "met Ana", "date": "2023-05-08T10:00:00Z"}, key="may")
+    memory.store({"text": "met Bo", "date": "2023-06-08T10:00:00Z"}, key="june")
+
+    def keys(**bounds):
+        return [e["key"]["key"] for e in memory.retrieve(**bounds)["entries"]]
+
+    assert keys(since=dt.datetime(2023, 6, 1)) == ["june"]
+    assert keys(until=dt.datetime(2023, 6, 1, tzinfo=dt.timezone(dt.timedelta(hours=2)))) == ["may"]
+    assert keys(since=dt.date(2023, 5, 8), until=dt.date(2023, 5, 9)) == ["may"]
+    with pytest.raises(InvalidInput, match="since must be a datetime"):
+        memory.retrieve(since=1683540000)
+    log = memory.episodes.create(title="log")
+    memory.episodes.append(log["memoryId"], "ping", {"n": 1})
+    assert len(memory.episodes.query(log["memoryId"], since=dt.datetime(2000, 1, 1, 0, 0, 0, 123456))) == 1
+
+
+def test_a_stored_value_comes_back_as_stored(memory):
+    """`kv.set` returns the value as `kv.get` gives it (audit 32b: a tuple came back a tuple)."""
+    assert memory.kv.set("pair", (1, 2))["value"] == [1, 2] == memory.kv.get("pair")

@@ -201,6 +201,25 @@ def test_a_comparison_with_a_missing_or_non_numeric_field_does_not_match(memstor
     assert {i.key for i in memstore.search(("f",), filter={"n": {"$ne": 5}})} == {"missing", "text"}
 
 
+def test_a_comparison_is_of_numbers_with_numbers_and_text_with_text(memstore):
+    """Text that reads as a number and booleans are not numbers to `$gt`-style operators (outside
+    audit 32b: "30", "Infinity" and True passed `{"$gt": 10}`); text compares with text, as in
+    LangGraph's in-memory store, so ISO 8601 dates written alike compare as dates."""
+    for key, value in [("text30", "30"), ("inf", "Infinity"), ("flag", True), ("real", 50), ("small", 0.5)]:
+        memstore.put(("f",), key, {"n": value})
+    memstore.put(("f",), "may", {"n": "2024-05-01"})
+    memstore.put(("f",), "june", {"n": "2024-06-01"})
+
+    def keys(condition):
+        return sorted(i.key for i in memstore.search(("f",), filter={"n": condition}))
+
+    assert keys({"$gt": 10}) == ["real"]
+    assert keys({"$gte": 0.5}) == ["real", "small"]
+    assert keys({"$lt": 100}) == ["real", "small"]
+    assert keys({"$gt": "2"}) == ["inf", "june", "may", "text30"]  # text against text only
+    assert keys({"$gte": "2024-05-15"}) == ["inf", "june", "text30"]  # "I" and "3" sort after "2"
+
+
 def test_the_differential_harness_catches_a_difference(memstore):
     """The comparison can fail: a store that loses one write is caught."""
     reference = InMemoryStore()

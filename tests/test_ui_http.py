@@ -222,9 +222,12 @@ def test_graph_whole_or_searched(client, service):
         ]
     )
     service.kg_create_relations([{"from": "Alice", "to": "Acme", "relationType": "works_at"}])
-    assert client.get("/api/graph").json() == service.kg_read_graph(limit=200)
+    assert client.get("/api/graph").json() == {**service.kg_read_graph(limit=200), "more": False}
     searched = client.get("/api/graph", params={"query": "tea"}).json()
-    assert [e["name"] for e in searched["entities"]][0] == "Alice"
+    assert [e["name"] for e in searched["entities"]][0] == "Alice" and searched["more"] is False
+    # fewer entities shown than the store holds: said, and no relation to one not shown
+    first = client.get("/api/graph", params={"limit": "1"}).json()
+    assert [e["name"] for e in first["entities"]] == ["Acme"] and first["relations"] == [] and first["more"] is True
 
 
 def test_documents_of_each_kind(client, service):

@@ -385,12 +385,21 @@ class Api:
         }
 
     def graph(self, args: Args) -> dict[str, Any]:
-        """`mem kg read`, or `mem kg search QUERY`."""
+        """`mem kg read`, or `mem kg search QUERY`: `limit` entities (the first by name, or the
+        best found) and the relations among them, and `more`: whether the store holds more
+        entities than shown (the page says so; it said nothing, outside audit 32b)."""
         namespace, query = args.text("namespace", "default"), args.text("query").strip()
         limit = args.integer("limit", 200, 0, MAX_LIMIT)
         if query:
-            return self.service.kg_search_nodes(query, limit=limit, namespace=namespace)
-        return self.service.kg_read_graph(limit=limit, namespace=namespace)
+            found = self.service.kg_search_nodes(query, limit=min(limit + 1, MAX_LIMIT), namespace=namespace)
+        else:
+            found = self.service.kg_read_graph(limit=limit + 1, namespace=namespace)
+        if len(found["entities"]) <= limit:
+            return {**found, "more": False}
+        shown = found["entities"][:limit]
+        names = {entity["name"] for entity in shown}
+        relations = [r for r in found["relations"] if r["from"] in names and r["to"] in names]
+        return {**found, "entities": shown, "relations": relations, "more": True}
 
     def documents(self, args: Args) -> list[dict[str, Any]]:
         """`mem json|todo|markdown list`."""

@@ -16,7 +16,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .. import clock
+import orjson
+
+from .. import clock, jsontext
 from ..errors import InvalidInput
 from ..timefmt import iso
 from .filters import matches, path_lookup, validate
@@ -83,7 +85,8 @@ class DocumentTools:
                 "updated_at": now,
             }
             kv.put(doc)
-        return _kv_public(doc)
+        # the value as stored and as `memory_get` gives it (a Python caller's tuple is a list)
+        return _kv_public({**doc, "value": jsontext.loads(orjson.dumps(value))})
 
     def memory_get(self, key: str, namespace: str = "default") -> Doc:
         """The value stored under `key`; `memory_not_found` if there is none."""

@@ -304,7 +304,9 @@ async function graphPage(params) {
   const types = [...new Set(graph.entities.map((e) => e.entityType))].sort();
   main.replaceChildren(h("section", { class: "panel" },
     h("h2", {}, "Knowledge graph"),
-    h("p", { class: "meta", id: "graph-count" }, `${graph.entities.length} entities · ${graph.relations.length} relations`),
+    h("p", { class: "meta", id: "graph-count" }, graph.more
+      ? `the first ${graph.entities.length} entities (the store holds more: search to find others) · ${graph.relations.length} relations among them`
+      : `${graph.entities.length} entities · ${graph.relations.length} relations`),
     form,
     h("p", { class: "legend" }, types.map((t) => {
       const swatch = h("i", { class: "swatch" });
@@ -320,7 +322,7 @@ function showEntity(side, entity, graph) {
   side.replaceChildren(h("h3", { id: "entity-name" }, entity.name), h("p", { class: "meta" }, `type ${entity.entityType}`),
     h("h3", {}, "Observations"),
     entity.observations.length ? h("ul", { id: "observations" }, entity.observations.map((o) => h("li", {}, o))) : h("p", { class: "empty" }, "none"),
-    h("h3", {}, "Relations"),
+    h("h3", {}, graph.more ? "Relations (with the entities shown)" : "Relations"),
     related.length ? h("ul", {}, related.map((r) => h("li", {}, `${r.from} `, h("b", {}, r.relationType), ` ${r.to}`))) : h("p", { class: "empty" }, "none"));
 }
 
