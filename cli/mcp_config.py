@@ -11,10 +11,10 @@ when given. Secrets are never printed: a password in the store URL is masked (pu
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 import typer
 
@@ -95,7 +95,7 @@ def _store_env() -> dict[str, str]:
     url = state.store if state.store is not None else os.environ.get("MEM_STORE")
     if not url:
         return {}
-    from a2e_mem.backends.postgres.connection import MASK, import_psycopg, read_url
+    from a2e_mem.backends.postgres.connection import MASK, SECRET_OPTIONS, import_psycopg, read_url
 
     from .errors import invalid_input
 
@@ -106,13 +106,9 @@ def _store_env() -> dict[str, str]:
     if not shown.secrets:
         return {"MEM_STORE": url}
     note("the store URL's password is left out: give the client ~/.pgpass or PGPASSWORD")
-    without = shown.shown.replace(f":{MASK}@", "@", 1)
-    return {"MEM_STORE": re.sub(rf"([?&])password={re.escape(MASK)}(&|$)", _keep_separator, without)}
-
-
-def _keep_separator(match: re.Match[str]) -> str:
-    """What stays of `?password=***&` or `&password=***` once the parameter is cut out."""
-    return match.group(1) if match.group(2) else ""
+    head, _, query = shown.shown.replace(f":{MASK}@", "@", 1).partition("?")
+    kept = [pair for pair in query.split("&") if pair and unquote(pair.partition("=")[0]) not in SECRET_OPTIONS]
+    return {"MEM_STORE": head + ("?" + "&".join(kept) if kept else "")}
 
 
 def _json(value: Any) -> str:

@@ -75,6 +75,17 @@ def test_a_password_in_the_store_url_is_never_printed(home):
     assert "PGPASSWORD" in out.stderr
 
 
+def test_the_secret_options_of_the_store_url_are_left_out(home):
+    """`password=` and `sslpassword=` (the SSL key's passphrase: outside audit 32a, printed as
+    given) are cut out of the printed URL, the other options kept in their order."""
+    url = "postgresql://alice@db.example/mem?password=hunter2&sslmode=require&sslpassword=S3cret&connect_timeout=5"
+    out = mcp_config("mcp-config", env={**os.environ, "MEM_STORE": url})
+    assert printed_server(out)["env"] == {
+        "MEM_STORE": "postgresql://alice@db.example/mem?sslmode=require&connect_timeout=5"
+    }
+    assert "hunter2" not in out.stdout + out.stderr and "S3cret" not in out.stdout + out.stderr
+
+
 def test_a_console_script_is_named_by_its_own_path(home, tmp_path):
     """Run through a `mem` script like the one pip writes: the config names that script."""
     script = tmp_path / "bin" / "mem"

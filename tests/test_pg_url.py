@@ -20,6 +20,11 @@ from a2e_mem.errors import InvalidInput  # noqa: E402
         ("postgresql://u:Hun#ter2pw@h/db", "postgresql://u:***@h/db"),
         ("postgresql://u:Hun%40ter2pw@h/db", "postgresql://u:***@h/db"),
         ("postgres://u@h/db?sslmode=disable&password=Hunter2pw", "postgres://u@h/db?sslmode=disable&password=***"),
+        # the passphrase of the client's SSL key is a secret too (outside audit 32a: shown as given)
+        (
+            "postgresql://u@h/db?sslpassword=Hunter2pw&sslmode=require",
+            "postgresql://u@h/db?sslpassword=***&sslmode=require",
+        ),
         ("postgresql:///db?host=/tmp/s", "postgresql:///db?host=/tmp/s"),
     ],
 )
@@ -89,3 +94,10 @@ def test_a_setting_no_server_can_take_is_a_bad_setting_not_an_unavailable_store(
     assert bad.returncode == 4 and "a setting of the store URL is invalid" in said and "Hunter2pw" not in said, said
     assert len(said.splitlines()) == 1 and bad.stdout == b""
     assert run(f"postgresql://u:Hunter2pw@/db?host={nowhere}").returncode == 7
+
+
+def test_the_ssl_key_passphrase_is_scrubbed_from_messages():
+    db = Database("postgresql://u@h/db?sslpassword=S3cret%2Fkey&sslmode=disable", False, lambda conn: None)
+    for text in ("S3cret/key", "S3cret%2Fkey"):
+        assert "S3cret" not in db.scrub(f"said {text}!")
+    db.close()

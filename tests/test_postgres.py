@@ -1126,3 +1126,28 @@ def test_an_index_build_ended_by_a_deadlock_is_tried_again(db, monkeypatch):
     assert len(attempts) == 2
     (row,) = [r for r in db.stats("ns") if r["kind"] == "semantic"]
     assert row["indexed"] == 20
+
+
+def test_doctor_leaves_an_index_under_construction_alone(db, pg_url):
+    """An index is invalid while its build runs: while a build holds its lock, doctor reports no
+    interrupted build and `--repair` drops nothing (outside audit 32a: a build under way after an
+    import was reported interrupted, exit 1, and a repair said it dropped it); once no build
+    runs, the invalid index is what an interrupted build left: reported, then dropped."""
+    put(db, "ns", "semantic", [entry(f"e{i}", TEXTS[i]) for i in range(3)])
+    assert db.checkpoint() == 1
+    building = "mem_records_vec_999999"
+    admin_sql(pg_url, f"CREATE INDEX {building} ON mem_records (id)")
+    admin_sql(pg_url, f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{building}'::regclass")
+    present = f"SELECT count(*) FROM pg_indexes WHERE indexname = '{building}'"
+
+    def interrupted(findings):
+        return [f for f in findings if building in f.get("problem", "")]
+
+    with psycopg.connect(pg_url, autocommit=True) as builder:
+        builder.execute("SELECT pg_advisory_lock(%s, %s)", sch.BUILD_LOCK)  # as `_build_index` holds it
+        assert interrupted(db.doctor()) == []
+        assert interrupted(db.doctor(repair=True)) == [] and admin_sql(pg_url, present) == [(1,)]
+    (found,) = interrupted(db.doctor())
+    assert "interrupted index build" in found["problem"]
+    assert interrupted(db.doctor(repair=True))[0]["repair"] == "dropped"
+    assert admin_sql(pg_url, present) == [(0,)]

@@ -35,7 +35,7 @@ def open_backend(
 
         return open_postgres(url, embedder, pooled)
     raise InvalidInput(
-        "the store URL must start with postgresql:// (postgresql://user:password@host:port/dbname; "
+        "the store URL must start with postgresql:// or postgres:// (postgresql://user:password@host:port/dbname; "
         "a libpq keyword string such as `host=... dbname=...` is not accepted), or be empty for files "
         "under --home",
         {"field": "store"},

@@ -90,6 +90,11 @@ def check_pgvector() -> None:
         raise StoreUnavailable(f"a postgresql:// store needs pgvector: {EXTRA}") from None
 
 
+# the options of a URL whose value is a secret: the password, and the passphrase of the client's
+# SSL key (outside audit 32a: `sslpassword` was shown in messages and `mem mcp-config`)
+SECRET_OPTIONS = ("password", "sslpassword")
+
+
 @dataclass(frozen=True)
 class StoreUrl:
     """A store URL as libpq reads it: what a message may show of it, the texts of its password
@@ -121,7 +126,8 @@ def read_url(url: str) -> StoreUrl:
     except Exception as exc:  # psycopg.ProgrammingError: libpq's own reason, quoted parts removed
         reason = re.sub(r'"[^"]*"', '"…"', first_line(str(exc)))
         return StoreUrl(f"{scheme}://…", "?", secrets, f"libpq cannot parse it ({reason})")
-    secrets = tuple(dict.fromkeys((*secrets, *encoded(str(libpq.get("password") or "")))))
+    given = (text for option in SECRET_OPTIONS for text in encoded(str(libpq.get(option) or "")))
+    secrets = tuple(dict.fromkeys((*secrets, *given)))
     userinfo, rest = split_userinfo(url)
     if "@" in rest.split("?", 1)[0]:
         return StoreUrl(
@@ -147,18 +153,21 @@ def split_userinfo(url: str) -> tuple[str | None, str]:
 
 
 def mask_query_password(rest: str) -> str:
-    """`rest` with the value of a `password=` query parameter replaced by ***."""
+    """`rest` with the value of a secret query parameter (`SECRET_OPTIONS`) replaced by ***."""
     if "?" not in rest:
         return rest
     head, query = rest.split("?", 1)
     pairs = [pair.partition("=") for pair in query.split("&")]
-    masked = [f"{key}={MASK}" if sep and unquote(key) == "password" else key + sep + value for key, sep, value in pairs]
+    masked = [
+        f"{key}={MASK}" if sep and unquote(key) in SECRET_OPTIONS else key + sep + value for key, sep, value in pairs
+    ]
     return head + "?" + "&".join(masked)
 
 
 def password_texts(url: str) -> tuple[str, ...]:
     """Every text `url` may hold its password as, whichever parser is right: libpq's userinfo,
-    `urllib`'s (the last '@'), a `password=` parameter; each raw, decoded and encoded."""
+    `urllib`'s (the last '@'), a `password=` or `sslpassword=` parameter; each raw, decoded and
+    encoded."""
     found: list[str] = []
     userinfo, rest = split_userinfo(url)
     if userinfo is not None and ":" in userinfo:
@@ -167,7 +176,7 @@ def password_texts(url: str) -> tuple[str, ...]:
     if ":" in authority:
         found.append(authority.split(":", 1)[1])
     for key, value in re.findall(r"[?&]([^=&]*)=([^&]*)", url):
-        if unquote(key) == "password":
+        if unquote(key) in SECRET_OPTIONS:
             found.append(value)
     return tuple(dict.fromkeys(text for raw in found for text in (*encoded(raw), *encoded(unquote(raw)))))
 
