@@ -49,13 +49,11 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
-
 from ... import clock
 from ...embed import Embedder
 from ...errors import InvalidInput, StoreMismatch, StoreUnavailable, Unauthorized
 from ...log import logger
-from ..base import SYSTEM, Backend, Candidates, Doc, Filters, Progress, Scope
+from ..base import SYSTEM, Backend, Candidates, Doc, Progress, Scope
 from . import schema as sch
 from .connection import GENERIC_PLAN, Database
 
@@ -589,27 +587,17 @@ class PostgresBackend(Backend):
         with contextlib.suppress(StoreUnavailable), self.db.connection() as conn:
             conn.execute("ANALYZE mem_records, mem_terms, mem_scopes")
 
-    def search_scopes(
-        self,
-        scopes: Sequence[Scope],
-        now: float,
-        filters: Filters,
-        query_vector: np.ndarray | None,
-        query_text: str,
-        k: int,
-        exhaustive: bool = False,
-    ) -> list[Candidates]:
+    def search_scopes(self, scopes: Sequence[Scope], *args: Any, **kwargs: Any) -> list[Candidates]:
         """A long-lived server searches the scopes at once (a retrieve's semantic tier and the
         agent's episodic one), the first on this thread and each other on a thread and pooled
         connection of its own: their time is the server's, so they overlap rather than add up.
         A one-shot command (one connection) or a transaction (one snapshot) searches them in turn."""
         if len(scopes) < 2 or not self.db.pooled or self.db.in_transaction:
-            return super().search_scopes(scopes, now, filters, query_vector, query_text, k, exhaustive)
+            return super().search_scopes(scopes, *args, **kwargs)
         if self._searchers is None:
             self._searchers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mem-search")
-        args = (now, filters, query_vector, query_text, k, exhaustive)
-        others = [self._searchers.submit(scope.search, *args) for scope in scopes[1:]]
-        first = scopes[0].search(*args)
+        others = [self._searchers.submit(scope.search, *args, **kwargs) for scope in scopes[1:]]
+        first = scopes[0].search(*args, **kwargs)
         return first + [part for other in others for part in other.result()]
 
     def close(self) -> None:
