@@ -18,6 +18,7 @@ import pytest
 from a2e_mem import clock
 from a2e_mem.backends import open_backend
 from a2e_mem.backends.base import SYSTEM, Filters
+from a2e_mem.backends.postgres import connection as pg_connection
 from a2e_mem.backends.postgres import open_postgres
 from a2e_mem.backends.postgres import schema as sch
 from a2e_mem.backends.postgres import search as pg_search
@@ -598,6 +599,9 @@ def test_a_servers_index_scan_starts_before_the_statistics_and_agrees(pg_url, mo
     words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda", "theta", "zeta"]
     rng = np.random.default_rng(5)
     docs = [entry(f"e{i}", " ".join(rng.choice(words, 4))) for i in range(300)]
+    # a side connection is waited for (a server goes without one not free at once: a slow
+    # machine opening the pool's second connection made the early scans this test counts vary)
+    monkeypatch.setattr(pg_connection, "SIDE_WAIT", 30.0)
     server = open_postgres(pg_url, "hash", pooled=True)
     try:
         target = put(server, "ns", "semantic", docs[:250])
