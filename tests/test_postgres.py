@@ -591,6 +591,12 @@ def test_index_path_agrees_with_exact_search(db, monkeypatch):
     assert part.path == "exact" and part.total == 50
 
 
+def indexed(server):
+    """The HNSW index's watermark on record (0: none)."""
+    server.refresh(force=True)
+    return int((server._index or {}).get("upto", 0))
+
+
 def test_a_servers_index_scan_starts_before_the_statistics_and_agrees(pg_url, monkeypatch):
     """A long-lived server (pooled) sends a scope's HNSW scan on a second connection before its
     statistics, as the scope's last index search asked it (`search.EarlyNear`): the ranking is
@@ -605,7 +611,9 @@ def test_a_servers_index_scan_starts_before_the_statistics_and_agrees(pg_url, mo
     server = open_postgres(pg_url, "hash", pooled=True)
     try:
         target = put(server, "ns", "semantic", docs[:250])
-        assert server.build_index(force=True)
+        # waited for: a server may have started a build of its own after the write
+        server.build_index(force=True, wait=True)
+        assert indexed(server) > 0
         put(server, "ns", "semantic", docs[250:])  # past the watermark: the recent part
         monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
         used = []
@@ -628,7 +636,9 @@ def test_a_servers_index_scan_starts_before_the_statistics_and_agrees(pg_url, mo
         assert one_by_one == alone and len(used) == len(queries) - 1
         # the index rebuilt with a new watermark: the early scan (old watermark) is not taken
         put(server, "ns", "semantic", [entry("late", "alpha beta")])
-        assert server.build_index(force=True)
+        before = server.near_hints[target.cache_key].upto
+        server.build_index(force=True, wait=True)
+        assert indexed(server) > before  # the watermark moved past the hint's
         assert ranked("alpha beta")[0][0] in {row[0] for row in alone[0]} | {"late"}
         assert len(used) == len(queries) - 1
         # a hint of a larger share than the table now gives: its ef is too small, not taken

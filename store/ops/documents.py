@@ -85,8 +85,9 @@ class DocumentTools:
                 "updated_at": now,
             }
             kv.put(doc)
-        # the value as stored and as `memory_get` gives it (a Python caller's tuple is a list)
-        return _kv_public({**doc, "value": jsontext.loads(orjson.dumps(value))})
+        # the value as stored (redacted, when the namespace redacts) and as `memory_get` gives it
+        # (a Python caller's tuple is a list)
+        return _kv_public({**doc, "value": jsontext.loads(orjson.dumps(doc["value"]))})
 
     def memory_get(self, key: str, namespace: str = "default") -> Doc:
         """The value stored under `key`; `memory_not_found` if there is none."""
