@@ -101,3 +101,19 @@ def test_the_ssl_key_passphrase_is_scrubbed_from_messages():
     for text in ("S3cret/key", "S3cret%2Fkey"):
         assert "S3cret" not in db.scrub(f"said {text}!")
     db.close()
+
+
+def test_vectors_of_two_sizes_are_an_embedder_changed_meanwhile_and_retryable():
+    """A request that waited out another process's `mem reindex` to another embedder meets
+    vectors of two sizes: the client is told to send it again (outside audit 32c: a raw SQL
+    error, not retryable)."""
+    import psycopg
+
+    from a2e_mem.errors import StoreUnavailable
+
+    db = Database("postgresql://u:Hunter2pw@h/db", False, lambda conn: None)
+    with pytest.raises(StoreUnavailable) as caught, db.errors():
+        raise psycopg.errors.DataException("different vector dimensions 256 and 64")
+    assert caught.value.retryable and "mem reindex" in caught.value.message
+    assert "Hunter2pw" not in caught.value.message
+    db.close()

@@ -1165,3 +1165,37 @@ def test_doctor_leaves_an_index_under_construction_alone(db, pg_url):
     assert "interrupted index build" in found["problem"]
     assert interrupted(db.doctor(repair=True))[0]["repair"] == "dropped"
     assert admin_sql(pg_url, present) == [(0,)]
+
+
+def test_a_retrieve_whose_ranked_record_is_deleted_before_it_is_read_searches_again(pg_url, tmp_path, monkeypatch):
+    """Another process's forget between a search's ranking and its reading of the records: the
+    retrieve, a read, is done again and answers (outside audit 32c: it failed, retryable, and the
+    Python API said the store was unreachable); a record that keeps vanishing is, past a few
+    tries, the retryable error to send the request again."""
+    from a2e_mem.backends.base import RecordGone
+    from a2e_mem.backends.postgres.scope import PgScope
+    from a2e_mem.service import MemoryService
+
+    svc = MemoryService(tmp_path, embedder="hash", store=pg_url)
+    try:
+        session = svc.scope("ns")
+        svc.store(session, [{"key": f"k{i}", "content": f"harbor note {i}", "tier": "semantic"} for i in range(5)])
+        real = PgScope.load_rows
+        vanished = {"left": 1}
+
+        def load_rows(self, seqs, vectors=True):
+            found = real(self, seqs, vectors)
+            if vanished["left"] > 0 and found:  # as if a forget had deleted the first row meanwhile
+                vanished["left"] -= 1
+                found.pop(next(iter(found)))
+            return found
+
+        monkeypatch.setattr(PgScope, "load_rows", load_rows)
+        found = svc.retrieve(session, query="harbor note", limit=5)
+        assert found["total"] == 5 and len(found["entries"]) == 5 and vanished["left"] == 0
+        vanished["left"] = 10**6  # gone at every read
+        with pytest.raises(RecordGone) as caught:
+            svc.retrieve(session, query="harbor note", limit=5)
+        assert caught.value.retryable and "send the request again" in caught.value.message
+    finally:
+        svc.close()

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..embed import DEFAULT, Embedder, check_embedder_name, get_embedder
-from ..errors import StoreMismatch
+from ..errors import StoreMismatch, StoreUnavailable
 
 Doc = dict[str, Any]
 # {"op": "put", "recs": [{"id", "doc", "size", "vec"?}]} or {"op": "del", "ids": [...]}; `vec` is
@@ -85,6 +85,14 @@ class Filters:
     @property
     def timed(self) -> bool:
         return self.since is not None or self.until is not None
+
+
+class RecordGone(StoreUnavailable):
+    """A record a search ranked was deleted (by another process) before `Candidates.doc` read it:
+    the search, a read, is done again (`ops/a2e.py`); past a few tries, the client is told to
+    send the request again (`retryable`)."""
+
+    retryable = True
 
 
 @dataclass

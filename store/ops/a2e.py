@@ -12,14 +12,23 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
 from pydantic import ValidationError
 
 from .. import clock, timeaware
-from ..backends.base import RELEVANCE_DECIMALS, SYSTEM, Backend, Candidates, Filters, Scope, fusion_formula
+from ..backends.base import (
+    RELEVANCE_DECIMALS,
+    SYSTEM,
+    Backend,
+    Candidates,
+    Filters,
+    RecordGone,
+    Scope,
+    fusion_formula,
+)
 from ..blas import on_one_thread
 from ..config import Config, Limits
 from ..embed import encode_vectors
@@ -33,7 +42,9 @@ Progress = Callable[[int, int], None]
 EMBED_BATCH = 2000
 JOURNAL_BATCH = 1000  # entries per journal line: a bulk store never writes one huge line
 MAX_RETRIEVE = 1000  # entries one retrieve returns at most
+READ_ATTEMPTS = 3  # a search done again when a record it ranked was deleted meanwhile (`read_again`)
 MAX_NESTING = 250  # JSON levels of a content or key: the journal line wraps it in 4 more (orjson: 254)
+T = TypeVar("T")
 SESSIONS_PER_CONNECTION = 256  # past it, memory/init closes the connection's least recently used session
 ENTRY_FIELDS = ("key", "content", "tier", "tags", "source", "score", "ttl", "created_at", "updated_at")
 
@@ -458,11 +469,15 @@ class A2E:
         qvec = self.backend.embed([query])[0] if query else None  # after the shards: same embedder
         asked = timeaware.read_query(query, now)
         text, depth = timeaware.undated(query, asked), _depth(limit, asked)
-        parts = self.backend.search_scopes(shards, now, filters, qvec, text, depth, exhaustive=min_score > 0)
         applied = {"keys": list(keys), "tags": list(tags), "tier": tier or "any", "min_score": min_score}
         if since or until:
             applied.update(since=since, until=until)
-        found = _rank(parts, limit, min_score, applied if explain else None, asked, query)
+
+        def ranked() -> dict[str, Any]:
+            parts = self.backend.search_scopes(shards, now, filters, qvec, text, depth, exhaustive=min_score > 0)
+            return _rank(parts, limit, min_score, applied if explain else None, asked, query)
+
+        found = read_again(ranked)
         return {**found, "warnings": warnings} if warnings else found
 
     @on_one_thread
@@ -488,8 +503,14 @@ class A2E:
                     shards.append(scope)
         now, filters = clock.now(), Filters(tuple(tags))
         qvec = self.backend.embed([query])[0] if query else None
-        parts = self.backend.search_scopes(shards, now, filters, qvec, query, _depth(limit), exhaustive=min_score > 0)
-        return _rank(parts, limit, min_score, query=query)["entries"]
+
+        def ranked() -> list[dict[str, Any]]:
+            parts = self.backend.search_scopes(
+                shards, now, filters, qvec, query, _depth(limit), exhaustive=min_score > 0
+            )
+            return _rank(parts, limit, min_score, query=query)["entries"]
+
+        return read_again(ranked)
 
     # -- forget -----------------------------------------------------------------------------
 
@@ -518,6 +539,20 @@ class A2E:
                 shard.append({"op": "del", "ids": doomed})  # and asks for a purge (see the backend)
         self.backend.after_write(shard)
         return len(doomed)
+
+
+def read_again(read: Callable[[], T]) -> T:
+    """`read()`, done again when a record it ranked was deleted before it was read (`RecordGone`:
+    another process's forget, on a database backend): a search is a read, so doing it again is
+    safe, and the client gets an answer rather than an error to resend (outside audit 32c: 11
+    of 228 retrieves racing a forget failed). Past READ_ATTEMPTS, the error goes out."""
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            return read()
+        except RecordGone:
+            if attempt == READ_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _depth(limit: int, asked: timeaware.QueryTime | None = None) -> int:

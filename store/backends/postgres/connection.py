@@ -469,6 +469,8 @@ class Database:
                 ) from None
             if getattr(exc, "sqlstate", None) in _CANCELLED_STATES:
                 raise self.cancelled(exc) from None
+            if "different vector dimensions" in str(exc):  # pgvector: a vector of the old embedder's size
+                raise self.embedder_changed() from None
             if self.bad_setting(exc):  # a bad setting (exit 4), not a server to wait for (exit 7)
                 text = self.scrub(first_line(str(exc)))
                 message = f"PostgreSQL store {self.shown}: a setting of the store URL is invalid ({text})"
@@ -494,6 +496,17 @@ class Database:
                 f"PostgreSQL store {self.shown}: no connection became free or could be made in {POOL_WAIT:g} s"
             )
         )
+
+    def embedder_changed(self) -> StoreUnavailable:
+        """A statement met vectors of two sizes: another process's `mem reindex` changed the
+        embedder while this request waited for it (its lock holds the table). The next request
+        embeds with the new one (outside audit 32c: a raw SQL error, not retryable)."""
+        failure = StoreUnavailable(
+            f"PostgreSQL store {self.shown}: the store's embedder changed (mem reindex) while this request ran: "
+            "send it again"
+        )
+        failure.retryable = True
+        return failure
 
     def cancelled(self, exc: Exception) -> StoreUnavailable:
         """The server cancelled a statement (a lock_timeout or statement_timeout of the role or

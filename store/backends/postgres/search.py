@@ -39,9 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import StoreUnavailable
 from ...lexical import K1, B, idf, normaliser, terms
-from ..base import LEXICAL_POWER, VECTOR_WEIGHT, Candidates, Doc, Filters, fuse
+from ..base import LEXICAL_POWER, VECTOR_WEIGHT, Candidates, Doc, Filters, RecordGone, fuse
 from .scope import KEY, LIVE, PgScope
 
 # Scopes of at most this many rows are searched exactly, as the files backend's are: the ranking
@@ -647,9 +646,7 @@ class Loader:
                 self.docs[r], self.vecs[r] = row
         self.batch = min(2 * self.batch, self.MOST)
         if any(r not in self.docs for r in rows):  # deleted by another process between the ranking and now
-            failure = StoreUnavailable("a record found by the search was deleted meanwhile: send the request again")
-            failure.retryable = True
-            raise failure
+            raise RecordGone("a record found by the search was deleted meanwhile: send the request again")
 
     def vectors(self, rows: np.ndarray, dim: int) -> np.ndarray:
         """The stored vectors of `rows` (zeros for a row without one of dimension `dim`)."""
