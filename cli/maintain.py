@@ -151,9 +151,12 @@ def doctor(
     fmt: Format = None,
 ) -> None:
     """Verify every file of the store (checksums, journal lines, descriptors) and name each damaged
-    one; exit 1 while a problem remains or when a repair lost data."""
+    one; exit 1 while a problem remains or when a repair lost data, 7 when the database cannot be
+    reached."""
     findings = state.service.doctor(repair)
     emit(findings, fmt, columns=["where", "problem", "repair"])
+    if any(f.get("unavailable") for f in findings):  # the database cannot be reached: exit 7, not 1
+        raise typer.Exit(7)
     if not findings:
         note("store is healthy")
     elif repair and all(f["fixed"] and f["lost"] == 0 for f in findings):

@@ -859,7 +859,16 @@ def test_a_role_that_may_not_run_the_flush_commits_synchronously(db, pg_url):
 def test_doctor_reports_an_unreachable_store_as_a_finding():
     store = open_postgres(f"postgresql://u:{PASSWORD}@127.0.0.1:1/db?connect_timeout=3", "hash")
     (finding,) = store.doctor()
-    assert PASSWORD not in str(finding) and "***" in finding["where"]
+    assert PASSWORD not in str(finding) and "***" in finding["where"] and finding["unavailable"] is True
+    # at the shell: the finding, and exit 7 as every command gives an unreachable store (was 1: audit 32c)
+    import subprocess
+    import sys
+
+    url = f"postgresql://u:{PASSWORD}@127.0.0.1:1/db?connect_timeout=3"
+    done = subprocess.run(
+        [sys.executable, "-m", "a2e_mem.cli.main", "--store", url, "doctor"], capture_output=True, text=True
+    )
+    assert done.returncode == 7 and "make the database reachable" in done.stdout and PASSWORD not in done.stdout
 
 
 def test_delete_namespace_and_drop_scope(db):

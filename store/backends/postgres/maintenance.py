@@ -206,8 +206,10 @@ def doctor(backend: Any, repair: bool = False) -> list[Finding]:
             conn.execute("SELECT 1")
     except sch.SchemaTooNew as exc:
         return [_finding("mem_schema", exc.message, "upgrade mem (this version cannot read the store)")]
-    except StoreUnavailable as exc:
-        return [_finding(backend.url, exc.message, "make the database reachable (see the message)")]
+    except StoreUnavailable as exc:  # `unavailable`: the command exits 7, as every other one does then
+        return [
+            {**_finding(backend.url, exc.message, "make the database reachable (see the message)"), "unavailable": True}
+        ]
     findings = _check_server(backend)
     findings += _check_vectors(backend, repair)
     with backend.db.connection() as conn:
