@@ -336,8 +336,7 @@ class Backend(ABC):
         k: int,
         exhaustive: bool = False,
     ) -> list[Candidates]:
-        """`Scope.search` of each scope, their candidates in the scopes' order. One after the
-        other here; a backend whose searches wait on a server may run them at once."""
+        """`Scope.search` of each scope, in turn, their candidates in the scopes' order."""
         return [p for scope in scopes for p in scope.search(now, filters, query_vector, query_text, k, exhaustive)]
 
     def close(self) -> None:  # noqa: B027

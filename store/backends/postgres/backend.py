@@ -45,15 +45,14 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any
 
 from ... import clock
 from ...embed import Embedder
 from ...errors import InvalidInput, StoreMismatch, StoreUnavailable, Unauthorized
 from ...log import logger
-from ..base import SYSTEM, Backend, Candidates, Doc, Progress, Scope
+from ..base import SYSTEM, Backend, Doc, Progress, Scope
 from . import schema as sch
 from .connection import GENERIC_PLAN, Database
 
@@ -136,7 +135,6 @@ class PostgresBackend(Backend):
         self.near_hints: dict[tuple, Any] = {}  # a scope's last index search (`search.NearHint`), by its key
         self._index: dict | None = None  # mem_meta "vector_index": {"upto", "dim"} of the HNSW index
         self._builder: threading.Thread | None = None
-        self._searchers: ThreadPoolExecutor | None = None  # `search_scopes`' other scopes, in a server
         self._build_checked = -math.inf  # when a server last looked whether a build is due
         self._wrote = False  # whether this process wrote vectors (a one-shot command's close looks)
         self.waited_builds = 0  # index builds of other processes `build_index(wait=True)` waited for
@@ -587,19 +585,6 @@ class PostgresBackend(Backend):
         with contextlib.suppress(StoreUnavailable), self.db.connection() as conn:
             conn.execute("ANALYZE mem_records, mem_terms, mem_scopes")
 
-    def search_scopes(self, scopes: Sequence[Scope], *args: Any, **kwargs: Any) -> list[Candidates]:
-        """A long-lived server searches the scopes at once (a retrieve's semantic tier and the
-        agent's episodic one), the first on this thread and each other on a thread and pooled
-        connection of its own: their time is the server's, so they overlap rather than add up.
-        A one-shot command (one connection) or a transaction (one snapshot) searches them in turn."""
-        if len(scopes) < 2 or not self.db.pooled or self.db.in_transaction:
-            return super().search_scopes(scopes, *args, **kwargs)
-        if self._searchers is None:
-            self._searchers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mem-search")
-        others = [self._searchers.submit(scope.search, *args, **kwargs) for scope in scopes[1:]]
-        first = scopes[0].search(*args, **kwargs)
-        return first + [part for other in others for part in other.result()]
-
     def close(self) -> None:
         """A one-shot command that wrote enough rows for the HNSW index to be due starts a
         detached process that builds it (as a bulk import ends with one build rather than an
@@ -612,8 +597,6 @@ class PostgresBackend(Backend):
                     spawn_build(self.db.url)
         if self._builder is not None:
             self._builder.join(timeout=0)  # a daemon thread: an interrupted build is cleaned up by the next
-        if self._searchers is not None:
-            self._searchers.shutdown(wait=False)
         self.db.close()
 
 
