@@ -1170,6 +1170,8 @@ def test_doctor_leaves_an_index_under_construction_alone(db, pg_url):
         builder.execute("SELECT pg_advisory_lock(%s, %s)", sch.BUILD_LOCK)  # as `_build_index` holds it
         assert interrupted(db.doctor()) == []
         assert interrupted(db.doctor(repair=True)) == [] and admin_sql(pg_url, present) == [(1,)]
+        # released now: a closed session's locks go only when its server process has ended
+        builder.execute("SELECT pg_advisory_unlock(%s, %s)", sch.BUILD_LOCK)
     (found,) = interrupted(db.doctor())
     assert "interrupted index build" in found["problem"]
     assert interrupted(db.doctor(repair=True))[0]["repair"] == "dropped"
