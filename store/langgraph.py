@@ -86,6 +86,7 @@ from . import clock
 from .backends.base import Filters, Scope
 from .errors import Closed
 from .models import MAX_TTL
+from .ops.filters import is_number
 from .ops.records import Collection, Doc
 from .schemas import flatten_text
 from .service import MemoryService
@@ -425,16 +426,11 @@ def _operator(value: Any, op: str, arg: Any) -> bool:
         return value != arg
     if op not in ORDERS:
         raise ValueError(f"unsupported filter operator {op!r}")
-    if _number(value) and _number(arg) or isinstance(value, str) and isinstance(arg, str):
+    if is_number(value) and is_number(arg) or isinstance(value, str) and isinstance(arg, str):
         return ORDERS[op](value, arg)
     # a missing field, or one of another type than the operand: no match. Not `float(...)` of
     # both: the text "30" and True passed `$gt` as numbers (outside audit 32b)
     return False
-
-
-def _number(value: Any) -> bool:
-    """A JSON number: an int or a float, not a bool (which Python counts as an int)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 ORDERS = {

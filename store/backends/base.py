@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -325,19 +325,6 @@ class Backend(ABC):
         such as the files backend's checkpoints and merges, also counts the running ones it
         waited for). `progress(done, total)` follows the work."""
         return {"checkpointed_shards": self.checkpoint(force)}
-
-    def search_scopes(
-        self,
-        scopes: Sequence[Scope],
-        now: float,
-        filters: Filters,
-        query_vector: np.ndarray | None,
-        query_text: str,
-        k: int,
-        exhaustive: bool = False,
-    ) -> list[Candidates]:
-        """`Scope.search` of each scope, in turn, their candidates in the scopes' order."""
-        return [p for scope in scopes for p in scope.search(now, filters, query_vector, query_text, k, exhaustive)]
 
     def close(self) -> None:  # noqa: B027
         """Release what the process holds (files, connections)."""

@@ -121,7 +121,7 @@ COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 
 def _compare(op: str, value: Any, arg: Any) -> bool:
     """Numbers compare as numbers, ISO 8601 dates as instants; anything else does not match."""
-    if _is_number(value) and _is_number(arg):
+    if is_number(value) and is_number(arg):
         return COMPARE[op](value, arg)
     left, right = parse_time(value), parse_time(arg)
     if left is None or right is None:
@@ -129,7 +129,8 @@ def _compare(op: str, value: Any, arg: Any) -> bool:
     return COMPARE[op](left, right)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A JSON number: an int or a float, not a bool (which Python counts as an int)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -53,7 +53,7 @@ from ..lexical import terms
 from ..schemas import flatten_text
 from ..timefmt import iso
 from .documents import newest_first, page
-from .filters import parse_time
+from .filters import is_number, parse_time
 from .records import Collection, Doc
 from .render import as_text, check_template, fill, placeholders, render
 
@@ -386,7 +386,7 @@ def _check_vectordb_filters(filters: dict[str, Any]) -> None:
     if agent is not None and tier == "semantic":
         raise InvalidInput("retrieval.filters.agent: selects episodic entries, but tier is semantic")
     _string_list(filters.get("tags", []), "tags")
-    if not _is_number(min_score) or not 0 <= min_score <= 1:
+    if not is_number(min_score) or not 0 <= min_score <= 1:
         raise InvalidInput("retrieval.filters.min_score: must be a number from 0 to 1")
 
 
@@ -403,7 +403,7 @@ def _check_event_filters(filters: dict[str, Any]) -> None:
             _string_list(value, name)
         if field == "since" and parse_time(value) is None:
             raise InvalidInput(f"retrieval.filters.{name}: must be an ISO 8601 timestamp, not {value!r}")
-        if field == "last_minutes" and (not _is_number(value) or value < 0):
+        if field == "last_minutes" and (not is_number(value) or value < 0):
             raise InvalidInput(f"retrieval.filters.{name}: must be a number >= 0")
         if field == "last_count" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise InvalidInput(f"retrieval.filters.{name}: must be an integer >= 0")
@@ -420,10 +420,6 @@ def _only(filters: dict[str, Any], allowed: tuple[str, ...], source_type: str) -
 def _string_list(value: Any, name: str) -> None:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InvalidInput(f"retrieval.filters.{name}: must be a list of strings")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _snake(name: str) -> str:
