@@ -53,6 +53,11 @@ def token_matches(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
 
 
+# Only memory requests need the handshake: ping and shutdown reveal and change nothing, and a
+# client must be able to stop the server it started even after a refused token (outside audit 32d).
+UNGUARDED = ("handshake/req", "ping", "shutdown")
+
+
 class Protocol:
     """One connection's state: its handshake, its sessions, whether it asked to shut down."""
 
@@ -107,7 +112,7 @@ class Protocol:
         except ValidationError as exc:
             fields = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
             return error(req_id, "schema_violation", f"invalid {kind}: {_culprit(fields[0])}", {"errors": fields})
-        if kind != "handshake/req" and not self.authenticated:
+        if kind not in UNGUARDED and not self.authenticated:
             raise Unauthorized("this host requires a handshake with a valid auth_token first")
         handler = getattr(self, "_" + kind.replace("/", "_"))
         return reply(kind.replace("/req", "/resp"), req_id, **handler(msg))

@@ -137,6 +137,17 @@ def test_auth_secret_requires_a_valid_token(service):
     assert call(proto, "memory/init/req", namespace="ns")["type"] == "memory/init/resp"
 
 
+def test_ping_and_shutdown_need_no_handshake(service):
+    """Only memory requests wait for a handshake: a client can ping, and stop, the server it
+    started before authenticating or after a refused token (outside audit 32d: both were
+    `unauthorized`, and the server kept running)."""
+    proto = Protocol(service, auth_secret="s3cret")
+    assert call(proto, "ping")["type"] == "pong"
+    call(proto, "handshake/req", agent_id="a1", auth_token="wrong")
+    assert call(proto, "memory/init/req", namespace="ns")["code"] == "unauthorized"
+    assert call(proto, "shutdown")["type"] == "shutdown/resp" and proto.shutdown_requested
+
+
 def test_serve_answers_each_line_once_and_refuses_long_lines(home, monkeypatch):
     monkeypatch.setenv("MEM_MAX_LINE_BYTES", "1000")
     lines = [
