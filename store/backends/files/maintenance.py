@@ -453,22 +453,14 @@ GONE = "its records are gone (how many is unknown)"  # a whole checkpoint is mis
 LOST_UNKNOWN = "(not read: this shard's writes it stands for are lost, how many is unknown)"
 
 
-def _uncounted(problem: str) -> bool:
-    """Whether a problem lost records that no file left can count (a whole journal or checkpoint)."""
-    return problem.startswith(LOST_JOURNAL) or problem.endswith((GONE, LOST_UNKNOWN))
-
-
 def _report_shard(
     engine: Engine, namespace: str, folder: Path, descriptor: dict, problems: list[tuple[Path, str]], repair: bool
 ) -> list[Finding]:
     """The findings for a shard's problems; with `repair`, the shard rebuilt and what was lost."""
     if not problems:
         return []
-    if not repair:  # a lost journal's or checkpoint's records are gone already, how many is unknown: `lost` null
-        return [
-            {**_finding(engine, path, problem), **({"lost": None} if _uncounted(problem) else {})}
-            for path, problem in problems
-        ]
+    if not repair:  # what damage costs is known only once a repair has salvaged what can be read: `lost` null
+        return [{**_finding(engine, path, problem), "lost": None} for path, problem in problems]
     saved = _repair_shard(engine, namespace, folder, descriptor)
     findings = [_finding(engine, path, problem, "rebuilt", fixed=True) for path, problem in problems]
     lost = None if saved.lost is None else saved.lost + saved.bad_lines
