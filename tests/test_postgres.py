@@ -916,6 +916,62 @@ def test_a_process_reads_its_records_again_after_another_reindexed(db, pg_url):
     other.close()
 
 
+def _vectors_match_texts(url, embedder):
+    """Whether every searchable record's vector is `embedder`'s vector of its text as stored."""
+    rows = admin_sql(url, "SELECT raw, vec::text FROM mem_records WHERE kind = 'semantic'")
+    texts = [SCHEMAS["entries"].text(orjson.loads(raw)) for raw, _ in rows]
+    stored = np.array([orjson.loads(vec) for _, vec in rows], dtype=np.float32)
+    return bool(rows) and np.allclose(stored, get_embedder(embedder).embed(texts), atol=1e-3)  # as text: 6 digits
+
+
+def test_a_reindex_lets_other_processes_read_and_write_while_it_runs(db, pg_url):
+    """Outside audit 32c (high): the reindex held the records table locked for its whole run,
+    and every request of every machine waited for it. Now, while it embeds, another process
+    reads and writes (a lock wait would time out: `lock_timeout`), with the old embedder; the
+    record it changes and the one it adds end with the new embedder's vectors of their texts."""
+    put(db, "ns", "semantic", [entry(f"e{i}", text) for i, text in enumerate(TEXTS)])
+    put(db, "ns2", "semantic", [entry(f"f{i}", text) for i, text in enumerate(TEXTS)])
+    other = open_postgres(pg_url, "hash")
+    with other.db.connection() as conn:
+        conn.execute("SET lock_timeout = '2s'")
+    during = []
+
+    def meanwhile(done, total):
+        if done == 1:  # one scope embedded, one to go
+            query = "cat physics"
+            parts = other.scope("ns", "semantic", schema="entries").search(
+                clock.now(), Filters(), get_embedder("hash").embed([query])[0], query, k=3
+            )
+            during.append(max(parts[0].vector))
+            put(other, "ns", "semantic", [entry("e0", "a violin concert in the park"), entry("new", "lentil soup")])
+
+    db.reindex("hash:32", progress=meanwhile)
+    assert during and during[0] > 0.1  # found by the old vectors, as the reindex ran
+    assert admin_sql(pg_url, "SELECT DISTINCT vector_dims(vec) FROM mem_records") == [(32,)]
+    assert _vectors_match_texts(pg_url, "hash:32")
+    assert admin_sql(pg_url, "SELECT count(*) FROM mem_records WHERE id = 'new'") == [(1,)]
+    assert db.doctor() == []
+    other.close()
+
+
+def test_an_interrupted_reindex_leaves_the_store_whole_and_doctor_drops_what_it_left(db, pg_url):
+    put(db, "ns", "semantic", [entry(f"e{i}", text) for i, text in enumerate(TEXTS)])
+    put(db, "ns2", "semantic", [entry(f"f{i}", text) for i, text in enumerate(TEXTS)])
+
+    def killed(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        db.reindex("hash:32", progress=killed)
+    assert db.recorded_embedder() == {"embedder": "hash", "dim": 64}
+    assert _vectors_match_texts(pg_url, "hash")
+    found = db.doctor()
+    assert [f["where"] for f in found] == ["mem_records"] and "interrupted" in found[0]["problem"], found
+    assert db.doctor(repair=True)[0]["fixed"] and db.doctor() == []
+    db.reindex("hash:32")
+    assert _vectors_match_texts(pg_url, "hash:32") and db.doctor() == []
+
+
 def test_concurrent_bulk_puts_keep_the_statistics_exact(pg_url):
     stores = [open_postgres(pg_url, "hash") for _ in range(3)]
 

@@ -122,3 +122,28 @@ def test_an_agent_role_first_on_a_store_of_an_older_schema_is_told_to_have_the_o
     assert mem(owner_url, tmp_path / "owner", "doctor").returncode == 0  # the owner's first command migrates
     found = mem(agent_url, home, "retrieve", "-n", "team", "-q", "kept", "--format", "json")
     assert found.returncode == 0 and "kept through the upgrade" in found.stdout, found.stderr
+
+
+def test_an_agent_role_writes_while_the_owner_reindexes(roles, tmp_path):
+    """The online reindex's trigger empties the new vector of a row an agent changes: it runs
+    for the agent role too, whose grants predate the reindex's column (`reindex.py`)."""
+    from a2e_mem.backends.postgres import open_postgres
+    from tests.test_postgres import TEXTS, _vectors_match_texts, entry, put
+
+    owner_url, agent_url = roles
+    owner, agent = open_postgres(owner_url, "hash"), open_postgres(agent_url, "hash")
+    put(agent, "team", "semantic", [entry(f"e{i}", text) for i, text in enumerate(TEXTS)])
+    put(agent, "crew", "semantic", [entry(f"f{i}", text) for i, text in enumerate(TEXTS)])
+
+    def meanwhile(done, total):
+        if done == 1:
+            put(agent, "crew", "semantic", [entry("f0", "a violin concert in the park"), entry("new", "lentil soup")])
+
+    owner.reindex("hash:32", progress=meanwhile)
+    owner.close()
+    assert _vectors_match_texts(owner_url, "hash:32")
+    agent.close()
+    agent = open_postgres(agent_url, "hash:32")  # a process told the new embedder
+    put(agent, "team", "semantic", [entry("after", "written with the new embedder")])
+    assert _vectors_match_texts(owner_url, "hash:32")
+    agent.close()

@@ -5,7 +5,8 @@
     backend.py      `PostgresBackend`: write sections (advisory locks), the recorded embedder
     scope.py        `PgScope`: reads, and batched writes keeping the statistics in step
     search.py       hybrid search ranked exactly as the files backend ranks (own BM25 statistics)
-    maintenance.py  stats, gc, namespace deletes, reindex, doctor
+    maintenance.py  stats, gc, namespace deletes, doctor
+    reindex.py      `mem reindex`, online: new vectors fill a column of their own, then swap in
 
 Nothing here formats a value into SQL: every value is a parameter, and the few identifiers and
 integers of the DDL go through `psycopg.sql`.

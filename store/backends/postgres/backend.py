@@ -532,9 +532,9 @@ class PostgresBackend(Backend):
         return maintenance.delete_namespace(self, namespace)
 
     def reindex(self, embedder: str, progress: Progress | None = None) -> dict[str, Any]:
-        from . import maintenance
+        from . import reindex
 
-        return maintenance.reindex(self, embedder, progress)
+        return reindex.reindex(self, embedder, progress)
 
     def doctor(self, repair: bool = False) -> list[dict[str, Any]]:
         from . import maintenance

@@ -5,11 +5,7 @@
 - `purge_expired` + `build_index` (`mem gc`): deletes the rows past their expiry, namespace by
   namespace under its lock, the statistics adjusted in the same transaction; then builds the
   HNSW index up to the newest row if any row waits for it.
-- `reindex`: one transaction holding the embedder lock exclusively (see `backend.py`): it waits
-  for the writes under way and every writer waits for it, so no vector of the old dimension is
-  written once it has begun; reads wait too when the dimension changes (the column is altered),
-  and otherwise read the old vectors until it commits. Interrupted, it leaves the store as it
-  was (the transaction rolls back).
+- `reindex`: in `reindex.py` (online: requests go on while it runs).
 - `doctor`: the connection, the pgvector extension and its version, the schema version, the
   vector column against the recorded embedder, records without their vector, and the counters
   and BM25 statistics against a recount (each namespace recounted under its lock, so that
@@ -25,10 +21,10 @@ import numpy as np
 import orjson
 
 from ... import clock
-from ...embed import get_embedder
 from ...errors import NotFound, StoreUnavailable
 from ...kinds import SCHEMA_OF
 from ...schemas import SCHEMAS
+from . import reindex as reindexing
 from . import schema as sch
 from .scope import KEY, load, remove_rows
 
@@ -136,41 +132,6 @@ def purge_expired(backend: Any, now: float) -> int:
 # -- reindex ----------------------------------------------------------------------------------
 
 
-def reindex(backend: Any, name: str, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    embedder = get_embedder(name)
-    from psycopg.types.json import Jsonb
-
-    def rebuild(conn: Any) -> tuple[int, int]:
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.BUILD_LOCK)  # no index build runs
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.EMBEDDER_LOCK)  # exclusive: no writer runs
-        scopes = conn.execute(
-            "SELECT namespace, kind, scope, schema FROM mem_scopes WHERE schema = ANY(%s::text[]) "
-            "ORDER BY namespace, kind, scope",
-            [INDEXED],
-        ).fetchall()
-        sch.drop_vector_indexes(conn, keep=None, concurrently=False)  # one build at the end is faster
-        if sch.vector_column_dim(conn) != embedder.dim:
-            sch.set_vector_dim(conn, embedder.dim)
-        total = 0
-        for done, (ns, kind, scope, schema) in enumerate(scopes, 1):
-            total += _reembed(conn, {"ns": ns, "kind": kind, "scope": list(scope)}, SCHEMAS[schema], embedder)
-            if progress:
-                progress(done, len(scopes))
-        conn.execute(
-            "INSERT INTO mem_meta (key, value) VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET value = "
-            "EXCLUDED.value",
-            [Jsonb({"embedder": embedder.name, "dim": embedder.dim})],
-        )
-        upto = conn.execute("SELECT coalesce(max(seq), 0) FROM mem_records").fetchone()[0]
-        sch.build_vector_index(conn, upto, embedder.dim, concurrently=False)
-        return len(scopes), total
-
-    scopes, total = backend.retrying(rebuild)
-    backend.refresh(force=True)
-    backend._embedder = embedder
-    return {"embedder": embedder.name, "dim": embedder.dim, "shards": scopes, "entries": total}
-
-
 def _reembed(conn: Any, key: dict[str, Any], schema: Any, embedder: Any, only_missing: bool = False) -> int:
     """Embed the scope's records again (or only those without a vector), a batch at a time."""
     last, count = -1, 0
@@ -266,6 +227,7 @@ def _check_vectors(backend: Any, repair: bool) -> list[Finding]:
         findings.append(_finding("mem_records.vec", problem, "dimension set" if repair else REPAIR, repair))
     if any(not valid for _, valid in indexes):
         findings += _interrupted_builds(backend, repair)
+    findings += _interrupted_reindex(backend, repair)
     valid = [name for name, ok in indexes if ok]
     if index and (index.get("dim") != dim or sch.index_name(index.get("upto", 0)) not in valid):
         problem = f"the HNSW index on record ({index}) is missing or made for another dimension than {dim}"
@@ -325,6 +287,24 @@ def _interrupted_builds(backend: Any, repair: bool) -> list[dict[str, Any]]:
         return []
     problem = f"{', '.join(invalid)}: left invalid by an interrupted index build (ignored by searches)"
     return [_finding("mem_records.vec", problem, "dropped" if repair else REPAIR, repair)]
+
+
+def _interrupted_reindex(backend: Any, repair: bool) -> list[dict[str, Any]]:
+    """The column an interrupted `mem reindex` left (`reindex.py`): the store is whole on its
+    recorded embedder, the column only takes room (and its trigger a little of each write). A
+    reindex under way holds BUILD_LOCK: then nothing is reported."""
+    with backend.db.connection() as conn:
+        if not reindexing.leftovers(conn):
+            return []
+        if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+            return []  # a reindex (or an index build) is under way
+        try:
+            if repair:
+                reindexing.drop_leftovers(conn)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", sch.BUILD_LOCK)
+    problem = f"column {reindexing.NEXT}: left by an interrupted `mem reindex` (the store is whole on its embedder)"
+    return [_finding("mem_records", problem, "dropped" if repair else REPAIR, repair)]
 
 
 def _label(ns: str, kind: str, scope: list[str]) -> str:
