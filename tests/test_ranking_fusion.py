@@ -142,3 +142,14 @@ def test_gains_equal_to_the_shown_decimals_keep_the_callers_order(monkeypatch):
     vectors = unit([1, 0], [1, 0], [0, 1])
     order, _, _ = diversify.diversify(np.array([0.5, 0.5 + 1e-8, 0.1]), vectors, 3)
     assert order.tolist() == [0, 1, 2]  # the first of the equals, as the caller ordered them
+
+
+@pytest.mark.files_only  # no store
+def test_an_explained_cosine_stays_in_its_range():
+    """float32 products of unit vectors pass 1 by rounding: `--explain` showed a cosine of
+    1.000116 (outside audit 32d)."""
+    from a2e_mem.ops.a2e import _explanation
+
+    vector, lexical = np.array([1.000116, -1.00002, 0.5], dtype=np.float32), np.zeros(3, dtype=np.float32)
+    part = base.Candidates(lambda i: {}, np.arange(3), vector, vector, lexical, np.zeros(3), 3, path="exact")
+    assert [_explanation(part, row, {})["vector"] for row in range(3)] == [1.0, -1.0, 0.5]

@@ -736,7 +736,9 @@ def _explanation(part: Candidates, row: int, filters: dict) -> dict[str, Any]:
             "path": part.path,
         }
     return {
-        "vector": round(float(part.vector[row]), 6),
+        # a cosine, in [-1, 1]: float32 products of unit vectors can pass 1 by rounding (1.000116
+        # was shown: outside audit 32d); the relevance clips it the same way
+        "vector": round(float(np.clip(part.vector[row], -1.0, 1.0)), 6),
         "lexical": round(float(part.lexical[row]), 6),
         "fusion": fusion_formula(),
         "path": part.path,
