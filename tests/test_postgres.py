@@ -18,7 +18,6 @@ import pytest
 from a2e_mem import clock
 from a2e_mem.backends import open_backend
 from a2e_mem.backends.base import SYSTEM, Filters
-from a2e_mem.backends.postgres import connection as pg_connection
 from a2e_mem.backends.postgres import open_postgres
 from a2e_mem.backends.postgres import schema as sch
 from a2e_mem.backends.postgres import search as pg_search
@@ -597,63 +596,6 @@ def indexed(server):
     return int((server._index or {}).get("upto", 0))
 
 
-def test_a_servers_index_scan_starts_before_the_statistics_and_agrees(pg_url, monkeypatch):
-    """A long-lived server (pooled) sends a scope's HNSW scan on a second connection before its
-    statistics, as the scope's last index search asked it (`search.EarlyNear`): the ranking is
-    the one the scan after the statistics gives, and a scan asked for an old watermark (the index
-    rebuilt meanwhile) or a smaller ef (the table grew around the scope) is not used."""
-    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda", "theta", "zeta"]
-    rng = np.random.default_rng(5)
-    docs = [entry(f"e{i}", " ".join(rng.choice(words, 4))) for i in range(300)]
-    # a side connection is waited for (a server goes without one not free at once: a slow
-    # machine opening the pool's second connection made the early scans this test counts vary)
-    monkeypatch.setattr(pg_connection, "SIDE_WAIT", 30.0)
-    server = open_postgres(pg_url, "hash", pooled=True)
-    try:
-        target = put(server, "ns", "semantic", docs[:250])
-        # waited for: a server may have started a build of its own after the write
-        server.build_index(force=True, wait=True)
-        assert indexed(server) > 0
-        put(server, "ns", "semantic", docs[250:])  # past the watermark: the recent part
-        monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
-        used = []
-        monkeypatch.setattr(pg_search.EarlyNear, "rows", lambda self: used.append(self.ef) or self.cursor.fetchall())
-        queries = ["alpha beta", "omega sigma kappa", "theta", "zeta delta gamma"]
-
-        def ranked(query):
-            (part,) = target.search(clock.now(), Filters(), server.embed([query])[0], query, k=10)
-            assert part.path == "index"
-            order = np.argsort(-part.relevance, kind="stable")
-            return [(part.doc(int(i))["id"], round(float(part.relevance[i]), 5)) for i in order[:10]]
-
-        alone = [ranked(q) for q in queries]  # the first leaves the hint: the others start early
-        assert len(used) == len(queries) - 1
-        server.near_hints.clear()
-        one_by_one = []
-        for q in queries:
-            server.near_hints.clear()
-            one_by_one.append(ranked(q))
-        assert one_by_one == alone and len(used) == len(queries) - 1
-        # the index rebuilt with a new watermark: the early scan (old watermark) is not taken
-        put(server, "ns", "semantic", [entry("late", "alpha beta")])
-        before = server.near_hints[target.cache_key].upto
-        server.build_index(force=True, wait=True)
-        assert indexed(server) > before  # the watermark moved past the hint's
-        assert ranked("alpha beta")[0][0] in {row[0] for row in alone[0]} | {"late"}
-        assert len(used) == len(queries) - 1
-        # a hint of a larger share than the table now gives: its ef is too small, not taken
-        put(server, "other", "semantic", [entry(f"o{i}", "omega") for i in range(400)])
-        hint = server.near_hints[target.cache_key]
-        server.near_hints[target.cache_key] = pg_search.NearHint(hint.upto, hint.dim, 1.0)
-        monkeypatch.setattr(pg_search, "EF_MIN", 10)
-        ranked("theta")
-        assert len(used) == len(queries) - 1
-        ranked("theta")  # the hint it left fits
-        assert len(used) == len(queries)
-    finally:
-        server.close()
-
-
 def test_index_path_finds_the_rows_of_common_terms_that_rank_first(db, monkeypatch):
     """Query terms too common for the rarest-terms budget still bring the rows their words rank
     first, as the files backend's postings do: rows that hold a query word in a short text, whose
@@ -972,6 +914,41 @@ def test_an_interrupted_reindex_leaves_the_store_whole_and_doctor_drops_what_it_
     assert _vectors_match_texts(pg_url, "hash:32") and db.doctor() == []
 
 
+def test_the_reindex_swap_gives_way_to_a_long_read_and_writers_go_on(db, pg_url, monkeypatch):
+    """A read that holds the table (a long export; in outside audit 33a, a client whose other
+    connection waited behind the swap: a cycle PostgreSQL cannot see) kept the swap waiting with
+    the embedder lock held, and every writer with it (8 minutes in the audit). Each attempt now
+    waits a bounded time; meanwhile a writer (lock_timeout 3 s) is answered."""
+    from a2e_mem.backends.postgres import reindex
+
+    put(db, "ns", "semantic", [entry(f"e{i}", text) for i, text in enumerate(TEXTS)])
+    monkeypatch.setattr(reindex, "SWITCH_WAIT", "100ms")
+    other = open_postgres(pg_url, "hash")
+    with other.db.connection() as conn:
+        conn.execute("SET lock_timeout = '3s'")
+    reader = psycopg.connect(pg_url)  # not autocommit: its read keeps the table until it ends
+    built, written = reindex.build_next_index, []
+
+    def write_then_end_the_read():
+        try:
+            put(other, "ns", "semantic", [entry("during", "written while the swap waited")])
+            written.append(True)
+        finally:
+            reader.rollback()
+
+    def build_then_read(conn, upto):
+        built(conn, upto)
+        reader.execute("SELECT count(*) FROM mem_records")
+        threading.Timer(1.0, write_then_end_the_read).start()
+
+    monkeypatch.setattr(reindex, "build_next_index", build_then_read)
+    db.reindex("hash:32")
+    reader.close()
+    assert written, "a writer waited out the swap"
+    assert _vectors_match_texts(pg_url, "hash:32") and db.doctor() == []
+    other.close()
+
+
 def test_concurrent_bulk_puts_keep_the_statistics_exact(pg_url):
     stores = [open_postgres(pg_url, "hash") for _ in range(3)]
 
@@ -1266,3 +1243,10 @@ def test_a_retrieve_whose_ranked_record_is_deleted_before_it_is_read_searches_ag
         assert caught.value.retryable and "send the request again" in caught.value.message
     finally:
         svc.close()
+
+
+def test_a_deadlock_is_told_as_a_conflict_to_send_again(db):
+    """It was 'cannot reach the server: deadlock detected' (outside audit 33a)."""
+    failure = db.db.unavailable(psycopg.errors.DeadlockDetected("deadlock detected"))
+    assert "cannot reach" not in failure.message and "conflict" in failure.message, failure.message
+    assert failure.retryable

@@ -132,7 +132,6 @@ class PostgresBackend(Backend):
         self._recorded: dict | None = None
         self._recorded_at = -1.0  # monotonic time of the last read of mem_meta (-1: never)
         self._vector_dim = 0  # the dimension the vector column has (0: none yet)
-        self.near_hints: dict[tuple, Any] = {}  # a scope's last index search (`search.NearHint`), by its key
         self._index: dict | None = None  # mem_meta "vector_index": {"upto", "dim"} of the HNSW index
         self._builder: threading.Thread | None = None
         self._build_checked = -math.inf  # when a server last looked whether a build is due

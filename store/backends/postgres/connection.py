@@ -36,7 +36,6 @@ PREPARE_ASKED_ONLY = 1 << 30
 # milliseconds: a longer wait means the database is down or restarting, and a client told so
 # (retryable) soon can back off or tell its user, rather than hanging on each request.
 POOL_WAIT = 3.0
-SIDE_WAIT = 0.001  # seconds a search waits for a side connection (`Database.side`) before going without
 # A prepared statement of lookups by key whose plan PostgreSQL would otherwise make again on every
 # call: a plan made for any value of a time cannot know how few rows have expired, so it looked
 # dearer than each custom plan, and the custom one was kept (planned each time: most of the
@@ -309,26 +308,6 @@ class Database:
             with self.errors():
                 yield self._single
 
-    @contextlib.contextmanager
-    def side(self) -> Iterator[Any | None]:
-        """A second connection of the pool, in pipeline mode, for a statement that runs on the
-        server while this thread's own connection runs others (a search's HNSW scan, see
-        `search.py`); None when there is none to spare at once: outside a long-lived server's
-        pool, inside a transaction (whose reads must see its snapshot), every connection busy."""
-        if not self.pooled or self._pool is None or self.in_transaction:
-            yield None
-            return
-        try:
-            conn = self._pool.getconn(timeout=SIDE_WAIT)
-        except Exception:  # PoolTimeout: busy, or still opening one (it is kept for the next time)
-            yield None
-            return
-        try:
-            with self.errors(), conn.pipeline():
-                yield conn
-        finally:
-            self._pool.putconn(conn)
-
     def current(self) -> Any:
         """The thread's transaction connection (None outside one), without settling the
         transaction's deferred read: for a read queued before it (see `settle`)."""
@@ -535,6 +514,9 @@ class Database:
         elif "permission denied" in low or "not permitted" in low or "pg_hba.conf" in low:
             why = text
             retry = False
+        elif getattr(exc, "sqlstate", None) in ("40P01", "40001"):  # it was "cannot reach the server" (audit 33a)
+            why = f"the server ended this request to resolve a conflict with another one ({text}): send it again"
+            retry = True
         else:
             why = f"cannot reach the server: {text}"
             retry = bool(_RETRYABLE.search(low)) or getattr(exc, "sqlstate", None) in _RETRYABLE_STATES

@@ -7,16 +7,21 @@ only the last step, which swaps the columns, locks the table, for as long as a f
 changes and the records written meanwhile take:
 
 1. `prepare`: what an interrupted reindex left is dropped; a column NEXT of the new dimension is
-   added, with a trigger that empties it in any row a writer changes afterwards (a brief lock).
-2. `fill`: every searchable scope's records are embedded into NEXT, a batch per statement; a
-   batch writes only rows unchanged since it read them (`xmin`), so a vector never stands for an
-   older text. Requests go on, with the old embedder and the old vectors.
+   added, with a trigger that empties it in any row a writer changes afterwards.
+2. `fill`: every searchable scope's records are embedded into NEXT, a small batch per statement;
+   a batch skips the rows a writer holds and those changed since it read them, so it never waits
+   for a writer and a vector never stands for an older text. Requests go on, with the old
+   embedder and the old vectors.
 3. The HNSW index of NEXT is built CONCURRENTLY (reads and writes go on), then the rows written
    meanwhile are embedded, still outside any lock.
 4. `switch`, one short transaction holding EMBEDDER_LOCK exclusively (the writers under way end
    first, the next ones wait): the last rows written are embedded, the old column (and its
    indexes) dropped, NEXT renamed to `vec`, the new embedder and index recorded. A request that
    embedded with the old embedder then meets the new one as after any reindex (`backend.py`).
+
+Steps 1 and 4 change the catalog, which takes the whole table: each attempt waits a bounded time
+for its locks and gives way if it cannot have them (`briefly`), so that a long read never keeps
+every request of the store waiting behind the reindex.
 
 The whole run holds BUILD_LOCK (a session lock), so no index build runs meanwhile, and `mem
 doctor` can tell a reindex under way from one that was interrupted. Interrupted before step 4,
@@ -26,6 +31,8 @@ it left (`drop_leftovers`).
 
 from __future__ import annotations
 
+import itertools
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ...embed import get_embedder
+from ...errors import StoreUnavailable
 from ...schemas import SCHEMAS
 from . import schema as sch
 from .scope import KEY, load
@@ -40,10 +48,11 @@ from .scope import KEY, load
 NEXT = "vec_next"  # the column the new vectors go into
 NEXT_INDEX = "mem_records_next"  # + "_<upto>": its HNSW index, renamed by `switch`
 TRIGGER, STALE = "mem_records_next_stale", "mem_next_stale"  # the trigger and its function
-BATCH = 1000  # records embedded a statement
+BATCH = 100  # records embedded a statement (see `fill`)
 INDEXED = [name for name, s in SCHEMAS.items() if s.indexed]
 BUILD_POLL = 0.2
-SWITCH_RETRIES = 5
+SWITCH_WAIT = "2s"  # lock_timeout of an attempt to change the catalog (see `briefly`)
+SWITCH_PATIENCE = 600  # seconds of attempts before the reindex gives up
 
 STALE_FUNCTION = f"""
     CREATE OR REPLACE FUNCTION {STALE}() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -101,27 +110,36 @@ def leftovers(conn: Any) -> bool:
 def drop_leftovers(conn: Any) -> None:
     """What an interrupted reindex left: its trigger and function, its column and the column's
     index (dropped with it). The caller holds BUILD_LOCK, so no reindex is under way."""
-    with conn.transaction():
+
+    def drop(conn: Any) -> None:
         conn.execute(f"DROP TRIGGER IF EXISTS {TRIGGER} ON mem_records")
         conn.execute(f"DROP FUNCTION IF EXISTS {STALE}()")
         conn.execute(f"ALTER TABLE mem_records DROP COLUMN IF EXISTS {NEXT}")
+
+    briefly(conn, drop)
 
 
 def prepare(conn: Any, dim: int) -> None:
     from psycopg import sql
 
-    with conn.transaction():
+    def add(conn: Any) -> None:
         conn.execute(sql.SQL("ALTER TABLE mem_records ADD COLUMN {} vector({})").format(
             sql.Identifier(NEXT), sql.Literal(int(dim))
         ))  # fmt: skip
         conn.execute(STALE_FUNCTION)
         conn.execute(f"CREATE TRIGGER {TRIGGER} BEFORE UPDATE ON mem_records FOR EACH ROW EXECUTE FUNCTION {STALE}()")
 
+    briefly(conn, add)
 
-def fill(conn: Any, key: dict[str, Any], embedder: Any, only_missing: bool = False) -> int:
+
+def fill(conn: Any, key: dict[str, Any], embedder: Any, only_missing: bool = False, skip_locked: bool = True) -> int:
     """Embed the scope's records into NEXT (only those without one: `only_missing`), a batch at
-    a time. A row changed between a batch's read and its write is left empty (its `xmin`
-    differs): the next pass, at the latest `switch`'s, embeds its new text."""
+    a time. A batch writes only the rows no writer holds (SKIP LOCKED: the reindex never waits
+    for a writer, so it is never part of a deadlock) and that are unchanged since it read them
+    (their `xmin`); a row so left out keeps NEXT empty, and the next pass, `switch`'s at the
+    latest, embeds its text as it is then. A batch is small because writers of its rows wait for
+    it: each row's new version also goes into the old HNSW index (about 2 ms at 100k rows).
+    `switch` waits for the rows instead (`skip_locked` False): it must leave none empty."""
     schema = SCHEMAS[key["schema"]]
     missing = f" AND {NEXT} IS NULL" if only_missing else ""
     last, count = -1, 0
@@ -135,8 +153,10 @@ def fill(conn: Any, key: dict[str, Any], embedder: Any, only_missing: bool = Fal
             return count
         vectors = list(embedder.embed([schema.text(load(raw)) for _, _, raw, _ in rows]).astype(np.float32))
         conn.execute(
+            f"WITH free AS (SELECT id FROM mem_records WHERE {KEY} AND id = ANY(%(ids)s::text[]) "
+            f"FOR UPDATE{' SKIP LOCKED' if skip_locked else ''}) "
             f"UPDATE mem_records SET {NEXT} = u.vec FROM unnest(%(ids)s::text[], %(xmins)s::text[], "
-            f"%(vecs)b::vector[]) AS u(id, xmin, vec) WHERE {KEY} AND mem_records.id = u.id "
+            f"%(vecs)b::vector[]) AS u(id, xmin, vec) JOIN free USING (id) WHERE {KEY} AND mem_records.id = u.id "
             f"AND mem_records.xmin = u.xmin::xid",
             {**key, "ids": [r[1] for r in rows], "xmins": [r[3] for r in rows], "vecs": vectors},
         )
@@ -165,33 +185,56 @@ def build_next_index(conn: Any, upto: int) -> None:
 
 def switch(conn: Any, embedder: Any, upto: int) -> int:
     """Step 4 (see the module's docstring); returns how many records it embedded."""
+    return briefly(conn, lambda conn: _swap(conn, embedder, upto))
+
+
+def briefly(conn: Any, work: Callable[[Any], Any]) -> Any:
+    """`work(conn)` in a transaction whose every lock wait lasts at most SWITCH_WAIT, attempted
+    again (after a pause) until it gets its locks in time. The catalog changes of a reindex take
+    the records table whole, and the swap first takes the embedder lock: while one waits, every
+    request queued behind it waits too. A long read may hold the table (an export, an exact
+    search), or a client may wait in turn for a request queued behind us, a cycle PostgreSQL cannot
+    see (outside audit 33a saw a swap so stuck for 8 minutes, every writer with it). Giving up the
+    attempt lets them all go on until the next one."""
     import psycopg
+    from psycopg import sql
+
+    deadline = time.monotonic() + SWITCH_PATIENCE
+    for attempt in itertools.count():
+        try:
+            with conn.transaction():
+                conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(SWITCH_WAIT)))
+                return work(conn)
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+            if time.monotonic() > deadline:
+                raise StoreUnavailable(
+                    f"mem reindex: for {SWITCH_PATIENCE} s other sessions held the records table (a long read, "
+                    "such as an export?): the store is whole on its old embedder; run the reindex again"
+                ) from None
+            time.sleep(min(0.1 * 2**attempt, 5.0) * random.uniform(0.5, 1.0))
+    raise AssertionError("unreachable")
+
+
+def _swap(conn: Any, embedder: Any, upto: int) -> int:
     from psycopg import sql
     from psycopg.types.json import Jsonb
 
-    for attempt in range(SWITCH_RETRIES):
-        try:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.EMBEDDER_LOCK)  # exclusive: no writer runs
-                embedded = sum(fill(conn, key, embedder, only_missing=True) for key in indexed_scopes(conn))
-                conn.execute(f"DROP TRIGGER {TRIGGER} ON mem_records")
-                conn.execute(f"DROP FUNCTION {STALE}()")
-                conn.execute("ALTER TABLE mem_records DROP COLUMN vec")  # its HNSW indexes go with it
-                conn.execute(f"ALTER TABLE mem_records RENAME COLUMN {NEXT} TO vec")
-                conn.execute(
-                    sql.SQL("ALTER INDEX {} RENAME TO {}").format(
-                        sql.Identifier(f"{NEXT_INDEX}_{int(upto)}"), sql.Identifier(sch.index_name(upto))
-                    )
-                )
-                sch.record_vector_index(conn, upto, embedder.dim)
-                conn.execute(
-                    "INSERT INTO mem_meta (key, value) VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET "
-                    "value = EXCLUDED.value",
-                    [Jsonb({"embedder": embedder.name, "dim": embedder.dim})],
-                )
-                return embedded
-        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
-            if attempt == SWITCH_RETRIES - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    return 0
+    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", sch.EMBEDDER_LOCK)  # exclusive: no writer runs
+    embedded = sum(fill(conn, key, embedder, True, skip_locked=False) for key in indexed_scopes(conn))
+    conn.execute("LOCK TABLE mem_records IN ACCESS EXCLUSIVE MODE")  # readers wait from here
+    conn.execute(f"DROP TRIGGER {TRIGGER} ON mem_records")
+    conn.execute(f"DROP FUNCTION {STALE}()")
+    conn.execute("ALTER TABLE mem_records DROP COLUMN vec")  # its HNSW indexes go with it
+    conn.execute(f"ALTER TABLE mem_records RENAME COLUMN {NEXT} TO vec")
+    conn.execute(
+        sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+            sql.Identifier(f"{NEXT_INDEX}_{int(upto)}"), sql.Identifier(sch.index_name(upto))
+        )
+    )
+    sch.record_vector_index(conn, upto, embedder.dim)
+    conn.execute(
+        "INSERT INTO mem_meta (key, value) VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET "
+        "value = EXCLUDED.value",
+        [Jsonb({"embedder": embedder.name, "dim": embedder.dim})],
+    )
+    return embedded

@@ -148,7 +148,7 @@ class PgScope(Scope):
         rids = [rid for rid in rids if "\x00" not in rid]  # as in `get`
         if not rids:
             return {}
-        known = self.backend.known_rows(self.cache_key)
+        known = self.backend.known_rows(self._cache_key)
         if known is not None:  # a write section: note what the rows hold, for the write to come
             return self._get_noting(rids, now, known)
         rows = self._run(
@@ -179,7 +179,7 @@ class PgScope(Scope):
         return {rid: doc for rid, doc in found.items() if doc is not None}
 
     @property
-    def cache_key(self) -> tuple:
+    def _cache_key(self) -> tuple:
         return (self.key["ns"], self.key["kind"], tuple(self.key["scope"]))
 
     def docs(self, now: float) -> Iterator[Doc]:
@@ -248,7 +248,7 @@ class PgScope(Scope):
                 self._put(conn, op["recs"])
             elif op.get("op") == "del":
                 ids = list(dict.fromkeys(op["ids"]))
-                known = self.backend.known_rows(self.cache_key)
+                known = self.backend.known_rows(self._cache_key)
                 if known is not None:
                     known.update(dict.fromkeys(ids))
                 if ids:
@@ -267,7 +267,7 @@ class PgScope(Scope):
             return
         batch = self._rows(list(latest.values()))
         self.backend.rows_written += len(latest)
-        known = self.backend.known_rows(self.cache_key)
+        known = self.backend.known_rows(self._cache_key)
         if known is not None and all(rid in known for rid in latest):
             # the section read these rows already: the upsert is queued, no round trip of its own
             old = [known[rid] for rid in latest if known[rid] is not None]

@@ -30,7 +30,6 @@ Without a query every filtered live row is a candidate, relevance 1.0, ranked by
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -103,26 +102,21 @@ def search(
     qvec = np.asarray(qvec, dtype=np.float32)
     params.update(q=qvec, qt=qterms, dim=len(qvec))
     fetch = max(MIN_FETCH, FETCH_FACTOR * k)
-    unfiltered = not (filters.tags or filters.ids is not None or filters.timed)
-    with contextlib.ExitStack() as side:
-        early = _early_near(scope, where, params, fetch, side) if unfiltered and not exhaustive else None
-        n_docs, total_len, dfs, total, table_rows, index, recorded = _statistics(scope, where, params, filters)
-        if recorded and int(recorded["dim"]) != len(qvec) and np.any(qvec):
-            qvec = _after_reindex(scope)
-            params.update(q=qvec, dim=len(qvec))
-        if total <= 0:
-            return []
-        weights = {t: idf(max(n_docs, 1), df) for t, df in zip(qterms, dfs, strict=True)}
-        avgdl = max(total_len / max(n_docs, 1), 1.0)
-        rows, path = None, "exact"
-        blank = not np.any(qvec)
-        upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
-        if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
-            near = NearHint(upto, len(qvec), total / max(table_rows, total, 1))
-            rows = _index_rows(scope, where, params, weights, dfs, (k, fetch), total, near, avgdl, early)
-            path = "index"
-            if unfiltered:
-                scope.backend.near_hints[scope.cache_key] = near
+    n_docs, total_len, dfs, total, table_rows, index, recorded = _statistics(scope, where, params, filters)
+    if recorded and int(recorded["dim"]) != len(qvec) and np.any(qvec):
+        qvec = _after_reindex(scope)
+        params.update(q=qvec, dim=len(qvec))
+    if total <= 0:
+        return []
+    weights = {t: idf(max(n_docs, 1), df) for t, df in zip(qterms, dfs, strict=True)}
+    avgdl = max(total_len / max(n_docs, 1), 1.0)
+    rows, path = None, "exact"
+    blank = not np.any(qvec)
+    upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
+    if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
+        near = NearHint(upto, len(qvec), total / max(table_rows, total, 1))
+        rows = _index_rows(scope, where, params, weights, dfs, (k, fetch), total, near, avgdl)
+        path = "index"
     if rows is None:
         rows = _exact_rows(scope, where, params, fetch, exhaustive)
         path = "exact"
@@ -264,13 +258,11 @@ def _index_rows(
     total: int,
     near: NearHint,
     avgdl: float,
-    early: EarlyNear | None = None,
 ) -> list[tuple] | None:
     """Candidates from the HNSW index (rows up to its watermark `near.upto`), the rows written
     since (exactly: the `fetch` of highest cosine) and the rarest terms' rows; None when the index
     cannot give enough rows of this scope (the caller searches exactly). `wanted`: the caller's
-    `k`, and the rows fetched of each part (`fetch`, more than `k`: for the caller's own cuts).
-    The index's part is `early`'s when it asked what this search would (`EarlyNear.fits`)."""
+    `k`, and the rows fetched of each part (`fetch`, more than `k`: for the caller's own cuts)."""
     from psycopg import sql
 
     k, fetch = wanted
@@ -282,21 +274,14 @@ def _index_rows(
     values: dict[str, Any] = {**params, "ef": ef, "fetch": fetch}
     if rare:
         values.update(_lexical_values(weights, avgdl), rare=rare)
-    ready = early if early is not None and early.fits(near, ef, params["q"]) else None
-    parts = ("recent",) if ready else ("near", "recent")
-    statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed, parts))
+    statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed))
     with scope.backend.db.connection() as conn:
         with conn.pipeline():
-            if not ready:
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
             # the index's predicate: the planner must see the watermark as a constant
             cursor = conn.execute(statement.format(upto=sql.Literal(near.upto)), values)
         rows = cursor.fetchall()
     found = rows[0][-1] if rows else 0  # rows the index and the recent rows gave
-    if ready:
-        nearest = ready.rows()
-        found += nearest[0][-1] if nearest else 0
-        rows = nearest + rows
     if found < min(fetch, total):
         return None
     unique = {row[0]: row[:-2] for row in rows}  # a leader found by the index too: once
@@ -324,45 +309,6 @@ class NearHint:
     upto: int
     dim: int
     share: float
-
-
-class EarlyNear:
-    """The index's nearest rows of a scope, asked on a side connection (`Database.side`) before
-    the scope's statistics are read, as the scope's last unfiltered index search asked (its
-    `NearHint`, kept by the backend): the HNSW scan, most of a search's server time, then runs
-    while this connection reads the statistics and the other candidates. A search takes its rows
-    only when the statistics ask the same (`fits`): the same watermark and query vector, and no
-    larger ef. Else they are not read, and the search asks again, as without it."""
-
-    def __init__(self, hint: NearHint, ef: int, query: np.ndarray, cursor: Any) -> None:
-        self.hint, self.ef, self.query, self.cursor = hint, ef, query, cursor
-
-    def fits(self, near: NearHint, ef: int, query: np.ndarray) -> bool:
-        return self.hint.upto == near.upto and self.ef >= ef and self.query is query
-
-    def rows(self) -> list[tuple]:
-        return self.cursor.fetchall()
-
-
-def _early_near(
-    scope: PgScope, where: str, params: dict[str, Any], fetch: int, stack: contextlib.ExitStack
-) -> EarlyNear | None:
-    """Sends the index's part of the candidates on a side connection, if the scope's last
-    unfiltered index search left a hint and the pool has a connection to spare; the connection
-    stays with `stack`."""
-    from psycopg import sql
-
-    hint = scope.backend.near_hints.get(scope.cache_key)
-    if hint is None or hint.dim != params["dim"]:
-        return None
-    conn = stack.enter_context(scope.backend.db.side())
-    if conn is None:
-        return None
-    ef = _ef(fetch, hint.share)
-    statement = sql.SQL(_candidates_sql(where, None, "", ("near",))).format(upto=sql.Literal(hint.upto))
-    conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
-    cursor = conn.execute(statement, {**params, "ef": ef, "fetch": fetch})  # sent: the server starts on it
-    return EarlyNear(hint, ef, params["q"], cursor)
 
 
 def _word_sets(
@@ -485,37 +431,33 @@ def term_sets(limits: dict[str, float], floor: float, most: int = 4 * MAX_TERM_S
     return found
 
 
-def _candidates_sql(where: str, count: int | None, timed: str, parts: tuple[str, ...] = ("near", "recent")) -> str:
-    """One statement for the index path's candidates, as `CANDIDATE_COLUMNS` gives them, of
-    `parts`: the index's nearest rows of the scope (`near`), the rows written since the
-    watermark (`{upto}`) by exact cosine (`recent`), and (with `count` query terms) the best
-    rows of the rarest terms. Each part carries what the scores need (no second lookup of its
-    rows); a leader may also be a near or recent row (the caller keeps one). The last column
-    counts the rows of `parts` (too few: the caller searches exactly)."""
-    sources = {
-        "near": (
-            NEAR,
-            "SELECT seq, d, updated_at, terms FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at"
-            + timed
-            + ", updated_at, terms, vec <=> %(q)b AS d FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b "
-            "LIMIT %(ef)s) AS near WHERE " + where + " ORDER BY d LIMIT %(fetch)s",
-        ),
-        "recent": (
-            RECENT,
-            f"SELECT seq, {DISTANCE} AS d, updated_at, terms FROM mem_records WHERE "
-            + where
-            + " AND seq > {upto} ORDER BY d LIMIT %(fetch)s",
-        ),
-    }
-    ctes = [f"{name} AS ({sources[name][1]})" for name in parts]
-    chosen = [f"SELECT *, {sources[name][0]} FROM {name}" for name in parts]
+def _candidates_sql(where: str, count: int | None, timed: str) -> str:
+    """One statement for the index path's candidates, as `CANDIDATE_COLUMNS` gives them: the
+    index's nearest rows of the scope, the rows written since the watermark (`{upto}`) by exact
+    cosine, and (with `count` query terms) the best rows of the rarest terms. Each part carries
+    what the scores need (no second lookup of its rows); a leader may also be a near or recent
+    row (the caller keeps one). The last column counts the first two parts (too few: the caller
+    searches exactly)."""
+    near = (
+        "SELECT seq, d, updated_at, terms FROM (SELECT seq, namespace, kind, scope, id, tags, expires_at"
+        + timed
+        + ", updated_at, terms, vec <=> %(q)b AS d FROM mem_records WHERE seq <= {upto} ORDER BY vec <=> %(q)b "
+        "LIMIT %(ef)s) AS near WHERE " + where + " ORDER BY d LIMIT %(fetch)s"
+    )
+    recent = (
+        f"SELECT seq, {DISTANCE} AS d, updated_at, terms FROM mem_records WHERE "
+        + where
+        + " AND seq > {upto} ORDER BY d LIMIT %(fetch)s"
+    )
+    parts = [f"near AS ({near})", f"recent AS ({recent})"]
+    chosen = f"SELECT *, {NEAR} FROM near UNION ALL SELECT *, {RECENT} FROM recent"
     if count is not None:
-        ctes.append(f"leaders AS ({_leaders_sql(where, count)})")
-        chosen.append(f"SELECT *, {LEADER} FROM leaders")
-    counted = " + ".join(f"(SELECT count(*) FROM {name})" for name in parts)
+        parts.append(f"leaders AS ({_leaders_sql(where, count)})")
+        chosen += f" UNION ALL SELECT *, {LEADER} FROM leaders"
     return (
-        f"WITH {', '.join(ctes)} SELECT {CANDIDATE_COLUMNS}, part, {counted} "
-        f"FROM ({' UNION ALL '.join(chosen)}) AS candidates(seq, d, updated_at, terms, part)"
+        f"WITH {', '.join(parts)} SELECT {CANDIDATE_COLUMNS}, part, "
+        "(SELECT count(*) FROM near) + (SELECT count(*) FROM recent) "
+        f"FROM ({chosen}) AS candidates(seq, d, updated_at, terms, part)"
     )
 
 
