@@ -254,6 +254,7 @@ def test_damage_is_detected_named_and_salvaged(home, what):
     elif lost:
         assert sum(f["lost"] for f in outcome) == lost and repaired.returncode == 1, outcome
         assert any(f"{len(intact)} records kept" in f["repair"] for f in outcome), outcome
+        assert any("see the shard's finding" in f["repair"] for f in outcome), outcome  # not a bare "lost": 0
     else:
         assert repaired.returncode == 0, repaired.stderr
     healthy = mem(home, "doctor")

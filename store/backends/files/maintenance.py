@@ -462,7 +462,10 @@ def _report_shard(
     if not repair:  # what damage costs is known only once a repair has salvaged what can be read: `lost` null
         return [{**_finding(engine, path, problem), "lost": None} for path, problem in problems]
     saved = _repair_shard(engine, namespace, folder, descriptor)
-    findings = [_finding(engine, path, problem, "rebuilt", fixed=True) for path, problem in problems]
+    # what was lost is counted once, in the shard's own finding below (outside audit 33a: a file's
+    # "lost": 0 beside the shard's 1 read as nothing lost)
+    done = "rebuilt with its shard (what was lost: see the shard's finding)"
+    findings = [_finding(engine, path, problem, done, fixed=True) for path, problem in problems]
     lost = None if saved.lost is None else saved.lost + saved.bad_lines
     what = f"{len(saved.docs)} records kept; lost: " + (
         f"every record of {Path(saved.missing).name} (how many is unknown; what it deleted or "
