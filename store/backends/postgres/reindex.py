@@ -19,9 +19,10 @@ changes and the records written meanwhile take:
    indexes) dropped, NEXT renamed to `vec`, the new embedder and index recorded. A request that
    embedded with the old embedder then meets the new one as after any reindex (`backend.py`).
 
-Steps 1 and 4 change the catalog, which takes the whole table: each attempt waits a bounded time
-for its locks and gives way if it cannot have them (`briefly`), so that a long read never keeps
-every request of the store waiting behind the reindex.
+Steps 1 and 4 change the catalog, which takes the whole table: each attempt waits at most
+SWITCH_WAIT for its locks and gives way if it cannot have them (`briefly`). While a long read
+holds the table, the requests queued behind an attempt wait with it (outside audit 33b: about 2 s
+an attempt with a wait of 2 s), and the attempts come further apart, up to 5 s.
 
 The whole run holds BUILD_LOCK (a session lock), so no index build runs meanwhile, and `mem
 doctor` can tell a reindex under way from one that was interrupted. Interrupted before step 4,
@@ -51,7 +52,7 @@ TRIGGER, STALE = "mem_records_next_stale", "mem_next_stale"  # the trigger and i
 BATCH = 100  # records embedded a statement (see `fill`)
 INDEXED = [name for name, s in SCHEMAS.items() if s.indexed]
 BUILD_POLL = 0.2
-SWITCH_WAIT = "2s"  # lock_timeout of an attempt to change the catalog (see `briefly`)
+SWITCH_WAIT = "500ms"  # lock_timeout of an attempt to change the catalog (see `briefly`)
 SWITCH_PATIENCE = 600  # seconds of attempts before the reindex gives up
 
 STALE_FUNCTION = f"""
