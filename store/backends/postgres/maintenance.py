@@ -31,7 +31,7 @@ from .scope import KEY, load, remove_rows
 Finding = dict[str, Any]
 REPAIR = "mem doctor --repair"
 BATCH = 1000  # records re-embedded a statement
-INDEXED = [name for name, s in SCHEMAS.items() if s.indexed]
+INDEXED = reindexing.INDEXED  # the schemas searched by vector
 RETRIES = 5
 
 

@@ -114,7 +114,7 @@ def search(
     blank = not np.any(qvec)
     upto = int(index["upto"]) if index and index.get("dim") == dim and scope.backend._vector_dim == dim else 0
     if upto and not (exhaustive or blank or total <= max(EXACT_MAX, fetch)):
-        near = NearHint(upto, len(qvec), total / max(table_rows, total, 1))
+        near = NearHint(upto, total / max(table_rows, total, 1))
         rows = _index_rows(scope, where, params, weights, dfs, (k, fetch), total, near, avgdl)
         path = "index"
     if rows is None:
@@ -304,10 +304,9 @@ def _ef(fetch: int, share: float) -> int:
 @dataclass(frozen=True)
 class NearHint:
     """What an index search of a scope asks the HNSW index: rows up to the watermark `upto`,
-    for a query vector of `dim`, the scope being `share` of the table's rows."""
+    the scope being `share` of the table's rows."""
 
     upto: int
-    dim: int
     share: float
 
 
