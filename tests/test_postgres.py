@@ -590,6 +590,33 @@ def test_index_path_agrees_with_exact_search(db, monkeypatch):
     assert part.path == "exact" and part.total == 50
 
 
+def test_a_search_of_several_scopes_gives_each_scope_its_own_parts(db, monkeypatch):
+    """`PostgresBackend.search` reads the scopes' statistics together (one round trip), then
+    searches each: every part is its own scope's, in the scopes' order, as each scope's own
+    search gives it; an empty scope, a scope of no vector and a scope of another backend (a
+    session's working tier, in the process) among them take their places."""
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda", "theta", "zeta"]
+    rng = np.random.default_rng(3)
+    semantic = put(db, "ns", "semantic", [entry(f"s{i}", " ".join(rng.choice(words, 4))) for i in range(300)])
+    episodic = put(db, "ns", "episodic", [entry(f"p{i}", " ".join(rng.choice(words, 3))) for i in range(40)], "a")
+    assert db.build_index(force=True)
+    empty = db.scope("ns", "episodic", "nobody", schema="entries")
+    working = db.memory_scope()
+    working.append({"op": "put", "recs": recs(db, "entries", [entry("w1", "alpha beta gamma")])})
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 100)  # the semantic scope by the index, the episodic exactly
+    now, query = clock.now(), "alpha omega"
+    qvec = db.embed([query])[0]
+    scopes = [episodic, empty, working, semantic]
+    together = db.search(scopes, now, Filters(), qvec, query, 20)
+    alone = [part for scope in scopes for part in scope.search(now, Filters(), qvec, query, 20)]
+    assert [p.path for p in together] == [p.path for p in alone] == ["exact", "exact", "index"]
+    assert [p.total for p in together] == [p.total for p in alone] == [40, 1, 300]
+    for mine, theirs in zip(together, alone, strict=True):
+        assert ids([mine]) == ids([theirs])
+        assert mine.relevance.tolist() == pytest.approx(theirs.relevance.tolist(), abs=1e-6)
+    assert db.search([empty], now, Filters(), qvec, query, 20) == []
+
+
 def indexed(server):
     """The HNSW index's watermark on record (0: none)."""
     server.refresh(force=True)
@@ -1047,7 +1074,9 @@ def test_sql_leaders_rank_by_relevance_as_the_python_formula(db):
     qvec = db.embed([" ".join(query)])[0]
     where, params = pg_search._where(target, clock.now(), Filters())
     params.update(q=qvec, dim=len(qvec))
-    n_docs, total_len, dfs, _, _, _, _ = pg_search._statistics(target, where, {**params, "qt": query}, Filters())
+    ((n_docs, total_len, dfs, _, _, _, _),) = pg_search._statistics(
+        [(target, where, {**params, "qt": query})], Filters()
+    )
     weights = {t: idf(n_docs, df) for t, df in zip(query, dfs, strict=True)}
     avgdl = total_len / n_docs
     values = pg_search._lexical_values(weights, avgdl) | {"rare": query, "fetch": 100}

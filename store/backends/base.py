@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,6 +253,22 @@ class Backend(ABC):
     @abstractmethod
     def scope(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Scope:
         """The scope holding `kind` records of `scope` in `namespace`, up to date."""
+
+    def search(
+        self,
+        scopes: Sequence[Scope],
+        now: float,
+        filters: Filters,
+        query_vector: np.ndarray | None = None,
+        query_text: str = "",
+        k: int = 10,
+        exhaustive: bool = False,
+    ) -> list[Candidates]:
+        """`Scope.search` of each of `scopes`, their parts in order: one query over several
+        scopes (a retrieve's tiers). A backend whose searches cost round trips to a server may
+        run the scopes' searches together."""
+        found = (scope.search(now, filters, query_vector, query_text, k, exhaustive) for scope in scopes)
+        return [part for parts in found for part in parts]
 
     def admit_namespace(self, namespace: str) -> None:
         """Refuse (`InvalidInput`) a namespace this backend cannot hold: a session opened on it

@@ -474,7 +474,7 @@ class A2E:
             applied.update(since=since, until=until)
 
         def ranked() -> dict[str, Any]:
-            parts = [p for shard in shards for p in shard.search(now, filters, qvec, text, depth, min_score > 0)]
+            parts = self.backend.search(shards, now, filters, qvec, text, depth, min_score > 0)
             return _rank(parts, limit, min_score, applied if explain else None, asked, query)
 
         found = read_again(ranked)
@@ -506,7 +506,7 @@ class A2E:
 
         def ranked() -> list[dict[str, Any]]:
             depth = _depth(limit)
-            parts = [p for shard in shards for p in shard.search(now, filters, qvec, query, depth, min_score > 0)]
+            parts = self.backend.search(shards, now, filters, qvec, query, depth, min_score > 0)
             return _rank(parts, limit, min_score, query=query)["entries"]
 
         return read_again(ranked)

@@ -45,14 +45,16 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from ... import clock
 from ...embed import Embedder
 from ...errors import InvalidInput, StoreMismatch, StoreUnavailable, Unauthorized
 from ...log import logger
-from ..base import SYSTEM, Backend, Doc, Progress, Scope
+from ..base import SYSTEM, Backend, Candidates, Doc, Filters, Progress, Scope
 from . import schema as sch
 from .connection import GENERIC_PLAN, Database
 
@@ -369,6 +371,28 @@ class PostgresBackend(Backend):
         self._builder.start()
 
     # -- scopes and write sections --------------------------------------------------------
+
+    def search(
+        self,
+        scopes: Sequence[Scope],
+        now: float,
+        filters: Filters,
+        query_vector: np.ndarray | None = None,
+        query_text: str = "",
+        k: int = 10,
+        exhaustive: bool = False,
+    ) -> list[Candidates]:
+        """The scopes' searches together: their statistics in one round trip (`search.py`). A
+        session's working tier is no scope of the database (it stays in the server process)."""
+        from .scope import PgScope
+        from .search import search_each
+
+        query = (query_vector, query_text, k, exhaustive)
+        each = iter(search_each([scope for scope in scopes if isinstance(scope, PgScope)], now, filters, *query))
+        parts: list[Candidates] = []
+        for scope in scopes:
+            parts += next(each) if isinstance(scope, PgScope) else scope.search(now, filters, *query)
+        return parts
 
     def scope(self, namespace: str, kind: str, *scope: str, schema: str = "records") -> Scope:
         from .scope import PgScope

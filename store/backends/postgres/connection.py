@@ -392,23 +392,34 @@ class Database:
                     # than reported failed (a client would send it again: a second event)
                     after_commit(conn)
 
-    def read_generic(self, statement: str, params: dict[str, Any]) -> list[tuple]:
+    def read_generic(
+        self, statement: Any, params: dict[str, Any], settings: dict[str, str] | None = None
+    ) -> list[tuple]:
         """The rows of a prepared read of lookups by key, run under its generic plan (see
-        GENERIC_READ): BEGIN, the settings (local to the transaction, so that no other statement
-        of the connection has them), the read and COMMIT travel in one round trip. In a
-        transaction already (a write section's), it runs as that transaction's statements do."""
+        GENERIC_READ) with `settings` too: BEGIN, the settings (local to the transaction, so that
+        no other statement of the connection has them), the read and COMMIT travel in one round
+        trip. In a transaction already (a write section's), it runs as that transaction's
+        statements do, the settings aside."""
+        return self.read_generic_many(statement, [params], settings)[0]
+
+    def read_generic_many(
+        self, statement: Any, many: list[dict[str, Any]], settings: dict[str, str] | None = None
+    ) -> list[list[tuple]]:
+        """`read_generic` of `statement` with each of `many` parameters, in one round trip."""
         if self.in_transaction:
             with self.connection() as conn:
-                return conn.execute(statement, params, prepare=True).fetchall()
+                return [conn.execute(statement, params, prepare=True).fetchall() for params in many]
 
         def read(conn: Any) -> Any:
             conn.execute(SET_GENERIC_READ, prepare=True)
-            return conn.execute(statement, params, prepare=True)
+            for key, value in (settings or {}).items():
+                conn.execute("SELECT set_config(%s, %s, true)", [key, value], prepare=True)
+            return [conn.execute(statement, params, prepare=True) for params in many]
 
-        with self.transaction(read) as (_, cursor):  # a failure is rolled back as a write's is
+        with self.transaction(read) as (_, cursors):  # a failure is rolled back as a write's is
             pass
         with self.errors():
-            return cursor.fetchall()  # taken at the pipeline's end, with the COMMIT's answer
+            return [cursor.fetchall() for cursor in cursors]  # taken at the pipeline's end, with the COMMIT's answer
 
     def close(self) -> None:
         for name in DRIVER_LOGGERS:

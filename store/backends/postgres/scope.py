@@ -334,7 +334,7 @@ class PgScope(Scope):
     ) -> list[Candidates]:
         from .search import search
 
-        return search(self, now, filters, query_vector, query_text, k, exhaustive)
+        return search([self], now, filters, query_vector, query_text, k, exhaustive)
 
     def __repr__(self) -> str:
         return f"PgScope({user_name(self.key['ns'])!r}, {self.key['kind']!r}, {self.key['scope']!r})"

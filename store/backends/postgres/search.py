@@ -42,6 +42,10 @@ from ...lexical import K1, B, idf, normaliser, terms
 from ..base import LEXICAL_POWER, VECTOR_WEIGHT, Candidates, Doc, Filters, RecordGone, fuse
 from .scope import KEY, LIVE, PgScope
 
+# of a scope: live rows, their total length, the query terms' document frequencies, the rows
+# passing the filters, the table's rows, the vector index's record, the embedder's (`_statistics`)
+Statistics = tuple[int, float, list[int], int, int, "dict | None", "dict | None"]
+
 # Scopes of at most this many rows are searched exactly, as the files backend's are: the ranking
 # is then the files backend's. Each row scored in SQL costs 2 to 4 us (51 ms a query at 10,000
 # rows on a slow day, 21 ms through the index), but the index path's word candidates (the rarest
@@ -50,10 +54,12 @@ from .scope import KEY, LIVE, PgScope
 EXACT_MAX = 20_000
 FETCH_FACTOR = 3  # as files/search.py: over-fetch for the caller's own cuts
 MIN_FETCH = 32
-# hnsw.ef_search bounds (pgvector refuses more than 1000). 100 would save about 2 ms a retrieve
-# (each unit ~30 us at 100k rows) for recall@10 0.998 against 1.000 on the bench's 100k, but an
-# outside audit measured 0.947 against 0.960 on 30k rows of a 30-word vocabulary: kept at 200
-EF_MIN, EF_MAX = 200, 1000
+# hnsw.ef_search bounds (pgvector refuses more than 1000). A retrieve of limit <= 10 asks 150
+# rows (a pool of 50, FETCH_FACTOR 3): the floor is that, no more (each unit ~10-30 us at 100k
+# rows; 200 cost a retrieve 1 ms more). recall@10 at 100 / 150 / 200: the bench's 100k rows
+# 0.996 / 1.000 / 1.000; 30k rows of 1 to 3 words of a 30-word vocabulary (many equal vectors)
+# 0.976 / 0.989 / 0.993. An outside audit's 30-word corpus gave 0.947 at 100, 0.960 at 200.
+EF_MIN, EF_MAX = 150, 1000
 EF_SLACK = 1.5  # the filters keep `share` of the index's rows on average: ask for more (share < 1)
 LEXICAL_BUDGET = 1000  # rows of the rarest query terms the index path ranks by BM25 (each read costs ~10 us)
 NEAR, RECENT, LEADER = 0, 1, 2  # which part of the index path's candidates a row came from
@@ -82,7 +88,7 @@ CANDIDATE_COLUMNS = SCORE_COLUMNS.replace(
 
 
 def search(
-    scope: PgScope,
+    scopes: list[PgScope],
     now: float,
     filters: Filters,
     qvec: np.ndarray | None,
@@ -90,19 +96,51 @@ def search(
     k: int,
     exhaustive: bool,
 ) -> list[Candidates]:
-    where, params = _where(scope, now, filters)
+    """The candidates of `scopes` (of one backend), their parts in order."""
+    return [part for parts in search_each(scopes, now, filters, qvec, query_text, k, exhaustive) for part in parts]
+
+
+def search_each(
+    scopes: list[PgScope],
+    now: float,
+    filters: Filters,
+    qvec: np.ndarray | None,
+    query_text: str,
+    k: int,
+    exhaustive: bool,
+) -> list[list[Candidates]]:
+    """The candidates of each of `scopes` (of one backend). The scopes' statistics travel in one
+    round trip: a retrieve of every tier asked one each (1 ms a tier)."""
     if qvec is None:
-        return _unscored(scope, where, params)
-    if not scope.dim:
-        return []
+        return [_unscored(scope, *_where(scope, now, filters)) for scope in scopes]
+    searched = [scope for scope in scopes if scope.dim]
+    if not searched:
+        return [[] for _ in scopes]
     qterms = list(dict.fromkeys(query_terms(query_text)))
-    dim = scope.backend.current_dim()
+    dim = searched[0].backend.current_dim()
     if not dim or len(qvec) != dim:  # another process's reindex changed the embedder: words only
         qvec = np.zeros(max(dim, 1), dtype=np.float32)
     qvec = np.asarray(qvec, dtype=np.float32)
-    params.update(q=qvec, qt=qterms, dim=len(qvec))
+    asks = []
+    for scope in searched:
+        where, params = _where(scope, now, filters)
+        params.update(q=qvec, qt=qterms, dim=len(qvec))
+        asks.append((scope, where, params))
+    found = {
+        id(scope): _scope_search(scope, where, params, statistics, k, exhaustive)
+        for (scope, where, params), statistics in zip(asks, _statistics(asks, filters), strict=True)
+    }
+    return [found.get(id(scope), []) for scope in scopes]
+
+
+def _scope_search(
+    scope: PgScope, where: str, params: dict[str, Any], statistics: Statistics, k: int, exhaustive: bool
+) -> list[Candidates]:
+    """One scope's candidates, its statistics read (`_statistics`)."""
+    qvec, qterms = params["q"], params["qt"]
+    dim = scope.backend.current_dim()
     fetch = max(MIN_FETCH, FETCH_FACTOR * k)
-    n_docs, total_len, dfs, total, table_rows, index, recorded = _statistics(scope, where, params, filters)
+    n_docs, total_len, dfs, total, table_rows, index, recorded = statistics
     if recorded and int(recorded["dim"]) != len(qvec) and np.any(qvec):
         qvec = _after_reindex(scope)
         params.update(q=qvec, dim=len(qvec))
@@ -200,14 +238,14 @@ def _unscored(scope: PgScope, where: str, params: dict[str, Any]) -> list[Candid
     return [Candidates(fetch, np.arange(len(rows)), full, None, None, updated, len(rows), order=order)]
 
 
-def _statistics(
-    scope: PgScope, where: str, params: dict[str, Any], filters: Filters
-) -> tuple[int, float, list[int], int, int, dict | None, dict | None]:
-    """The scope's live rows and their total length, each query term's document frequency among
-    them, the rows passing the filters, the table's rows, the HNSW index's watermark and the
-    recorded embedder: one round trip. Without filters the count comes from the statistics (minus the expired rows,
-    found by the expiry index), not from a scan; a scope whose statistics row is missing
-    (deleted by hand: `mem doctor --repair` recounts) is counted from its rows."""
+def _statistics(asks: list[tuple[PgScope, str, dict[str, Any]]], filters: Filters) -> list[Statistics]:
+    """Of each scope asked (scope, condition, parameters): its live rows and their total length,
+    each query term's document frequency among them, the rows passing the filters, the table's
+    rows, the HNSW index's watermark and the recorded embedder. One round trip for them all.
+    Without filters the count comes from the statistics (minus the expired rows, found by the
+    expiry index), not from a scan; a scope whose statistics row is missing (deleted by hand:
+    `mem doctor --repair` recounts) is counted from its rows."""
+    where = asks[0][1]  # the same text for every scope: only the parameters differ
     if filters.tags or filters.ids is not None or filters.timed:
         total = f"(SELECT count(*) FROM mem_records WHERE {where})"
     else:
@@ -233,8 +271,11 @@ def _statistics(
     """
     # prepared, and run under its generic plan: its lookups by key do not depend on the values,
     # and parsing and planning it for each query was most of its server time (0.9 of 1.2 ms)
-    n_docs, total_len, dfs, count, table_rows, index, recorded = scope.backend.db.read_generic(sql, params)[0]
-    return int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index, recorded
+    found = asks[0][0].backend.db.read_generic_many(sql, [params for _, _, params in asks])
+    return [
+        (int(n_docs), float(total_len), [int(d) for d in dfs], int(count), int(table_rows), index, recorded)
+        for ((n_docs, total_len, dfs, count, table_rows, index, recorded),) in found
+    ]
 
 
 def _exact_rows(scope: PgScope, where: str, params: dict[str, Any], fetch: int, exhaustive: bool) -> list[tuple]:
@@ -274,13 +315,12 @@ def _index_rows(
     values: dict[str, Any] = {**params, "ef": ef, "fetch": fetch}
     if rare:
         values.update(_lexical_values(weights, avgdl), rare=rare)
-    statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed))
-    with scope.backend.db.connection() as conn:
-        with conn.pipeline():
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", [str(ef)])
-            # the index's predicate: the planner must see the watermark as a constant
-            cursor = conn.execute(statement.format(upto=sql.Literal(near.upto)), values)
-        rows = cursor.fetchall()
+    # prepared, under its generic plan (its parts' plans do not depend on the values: planning it
+    # afresh was 1.5 ms a query); the watermark, the index's predicate, is a constant of its text
+    statement = sql.SQL(_candidates_sql(where, len(weights) if rare else None, timed)).format(
+        upto=sql.Literal(near.upto)
+    )
+    rows = scope.backend.db.read_generic(statement, values, {"hnsw.ef_search": str(ef)})
     found = rows[0][-1] if rows else 0  # rows the index and the recent rows gave
     if found < min(fetch, total):
         return None
