@@ -617,6 +617,24 @@ def test_a_search_of_several_scopes_gives_each_scope_its_own_parts(db, monkeypat
     assert db.search([empty], now, Filters(), qvec, query, 20) == []
 
 
+def test_an_index_search_in_a_write_section_asks_the_index_for_enough_rows(db, monkeypatch):
+    """In a write section the candidates statement runs in its transaction, with its own
+    `hnsw.ef_search` still: at pgvector's default of 40 the index gives fewer rows than a search
+    of k=20 asks (60), and the search fell back to scoring every row exactly."""
+    rng = np.random.default_rng(5)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda"]
+    target = put(db, "ns", "semantic", [entry(f"e{i}", " ".join(rng.choice(words, 4))) for i in range(300)])
+    assert db.build_index(force=True)
+    monkeypatch.setattr(pg_search, "EXACT_MAX", 100)
+    qvec = db.embed(["alpha omega"])[0]
+    with db.lock("ns"):
+        with db.db.connection() as conn:  # as on a big table: the planner reads the HNSW index
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("SET LOCAL enable_sort = off")
+        (part,) = target.search(clock.now(), Filters(), qvec, "alpha omega", k=20)
+    assert part.path == "index" and part.total == 300
+
+
 def indexed(server):
     """The HNSW index's watermark on record (0: none)."""
     server.refresh(force=True)

@@ -399,21 +399,26 @@ class Database:
         GENERIC_READ) with `settings` too: BEGIN, the settings (local to the transaction, so that
         no other statement of the connection has them), the read and COMMIT travel in one round
         trip. In a transaction already (a write section's), it runs as that transaction's
-        statements do, the settings aside."""
+        statements do, with `settings` (local to that transaction)."""
         return self.read_generic_many(statement, [params], settings)[0]
 
     def read_generic_many(
         self, statement: Any, many: list[dict[str, Any]], settings: dict[str, str] | None = None
     ) -> list[list[tuple]]:
         """`read_generic` of `statement` with each of `many` parameters, in one round trip."""
+
+        def setup(conn: Any) -> None:
+            for key, value in (settings or {}).items():
+                conn.execute("SELECT set_config(%s, %s, true)", [key, value], prepare=True)
+
         if self.in_transaction:
             with self.connection() as conn:
+                setup(conn)
                 return [conn.execute(statement, params, prepare=True).fetchall() for params in many]
 
         def read(conn: Any) -> Any:
             conn.execute(SET_GENERIC_READ, prepare=True)
-            for key, value in (settings or {}).items():
-                conn.execute("SELECT set_config(%s, %s, true)", [key, value], prepare=True)
+            setup(conn)
             return [conn.execute(statement, params, prepare=True) for params in many]
 
         with self.transaction(read) as (_, cursors):  # a failure is rolled back as a write's is
