@@ -184,6 +184,20 @@ def terms(text: str) -> list[str]:
     return _stemmer().stemWords(words) if words else []
 
 
+# Distinct terms of a query that count for BM25: the first ones, in the query's order. A query
+# is a question or a passage; a hostile one of 33,000 distinct words kept a PostgreSQL search
+# busy for 6 minutes (each row's terms are matched against the query's: outside audit 34a) and
+# the files backend for a second. Both backends cut it here, so that they rank alike.
+MAX_QUERY_TERMS = 256
+
+
+@lru_cache(maxsize=64)
+def query_terms(text: str) -> tuple[str, ...]:
+    """The distinct BM25 terms of a query, in order, at most MAX_QUERY_TERMS of them (cached:
+    one query is scored against several scopes)."""
+    return tuple(dict.fromkeys(terms(text)))[:MAX_QUERY_TERMS]
+
+
 def idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 

@@ -1297,3 +1297,33 @@ def test_a_deadlock_is_told_as_a_conflict_to_send_again(db):
     failure = db.db.unavailable(psycopg.errors.DeadlockDetected("deadlock detected"))
     assert "cannot reach" not in failure.message and "conflict" in failure.message, failure.message
     assert failure.retryable
+
+
+def test_a_killed_builder_gives_the_build_lock_back_soon(pg_url):
+    """A builder (`mem reindex`, an index build) killed in a long statement: its server process
+    notices within `schema.CLIENT_CHECK` and ends, releasing BUILD_LOCK. It ran the statement (an
+    index build: minutes) to its end before, and `mem doctor` meanwhile took the reindex's
+    leftovers for one under way and said the store was healthy (outside audit 34b)."""
+    import subprocess
+    import sys
+
+    builder = (
+        "import sys, psycopg\n"
+        "from a2e_mem.backends.postgres import schema as sch\n"
+        "conn = psycopg.connect(sys.argv[1], autocommit=True)\n"
+        "conn.execute('SELECT pg_advisory_lock(%s, %s)', sch.BUILD_LOCK)\n"
+        "sch.watch_client(conn)\n"
+        "print('locked', flush=True)\n"
+        "conn.execute('SELECT pg_sleep(300)')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", builder, pg_url], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"locked"
+    time.sleep(0.5)  # into its long statement
+    proc.kill()
+    proc.wait()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        deadline = time.monotonic() + 30  # the statement alone lasts 300 s
+        while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+            assert time.monotonic() < deadline, "the killed builder's server process still holds BUILD_LOCK"
+            time.sleep(0.2)
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", sch.BUILD_LOCK)

@@ -155,6 +155,22 @@ def test_an_expired_entry_no_longer_weighs_in_the_bm25_statistics(service):
     assert explained(with_expired) == explained(never)
 
 
+def test_a_query_counts_its_first_distinct_words_only_for_bm25(service):
+    """A query of thousands of distinct words kept a PostgreSQL search busy for minutes (outside
+    audit 34a: each row's terms are matched against every query term). Both backends score the
+    first MAX_QUERY_TERMS distinct terms of a query, in its order, and rank alike."""
+    from a2e_mem.lexical import MAX_QUERY_TERMS, query_terms
+
+    filler = [f"filler{i}x" for i in range(MAX_QUERY_TERMS + 50)]
+    s = service.init("ns", "a")
+    service.store(s, [entry("first", "filler0x notes"), entry("late", f"{filler[-1]} notes")])
+    query = " ".join(filler + filler[:10])  # repeats count once
+    assert query_terms(query) == tuple(filler[:MAX_QUERY_TERMS])
+    found = service.retrieve(s, query=query, explain=True)["entries"]
+    lexical = {e["key"]["k"]: e["explain"]["lexical"] for e in found}
+    assert lexical["first"] > 0 and lexical["late"] == 0
+
+
 def test_stats_count_an_expired_entry_as_expired_only_not_as_pending_or_indexed(service):
     """Found by an outside audit comparing the backends: PostgreSQL counted a record past its
     expiry (not yet purged) in `pending` too (10 where files said 5)."""

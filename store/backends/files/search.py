@@ -35,7 +35,7 @@ from functools import lru_cache
 import numpy as np
 
 from ...blas import on_one_thread
-from ...lexical import idf, normaliser, terms
+from ...lexical import idf, normaliser, query_terms
 from ..base import Candidates, Filters, fuse
 from .segment import Segment
 from .shard import Shard
@@ -144,19 +144,13 @@ def _search(
         for part in live:
             asked.append(_ask_index(part, query_vector, fetch, exhaustive))
         _let_start(asked)
-        weights, avgdl = _bm25_weights(live, alive, query_terms(query_text))
+        weights, avgdl = _bm25_weights(live, alive, list(query_terms(query_text)))
         found: dict[int, Candidates] = {}
         for i in sorted(range(len(live)), key=lambda i: asked[i] is not None):
             found[i] = _scored(live[i], query_vector, weights, avgdl, asked[i], k)
         return [found[i] for i in range(len(live))]
     finally:  # on an error or an interrupt too: no search of this query's indexes outlives it
         _finish(asked)
-
-
-@lru_cache(maxsize=64)
-def query_terms(text: str) -> list[str]:
-    """The BM25 terms of a query (cached: one query is scored against several shards)."""
-    return terms(text)
 
 
 def _restrict(part: Part, filters: Filters) -> None:

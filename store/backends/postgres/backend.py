@@ -328,6 +328,7 @@ class PostgresBackend(Backend):
                 # other process's CREATE INDEX CONCURRENTLY would wait for in turn (a deadlock)
                 time.sleep(BUILD_POLL)
             try:
+                sch.watch_client(conn)
                 self._read_meta(conn)
                 dim = int(self._recorded["dim"])  # type: ignore[index]
                 adopted = self._vector_dim == dim and self._adopt_finished_build(conn, dim)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,9 @@ REPAIR = "mem doctor --repair"
 BATCH = 1000  # records re-embedded a statement
 INDEXED = reindexing.INDEXED  # the schemas searched by vector
 RETRIES = 5
+# seconds `mem doctor` waits for BUILD_LOCK before taking a build as under way: the server process
+# of a builder killed just before ends its statement within `schema.CLIENT_CHECK`
+BUILD_PATIENCE = 3.0
 
 
 def stats(backend: Any, namespace: str | None = None) -> list[dict[str, Any]]:
@@ -275,7 +279,7 @@ def _interrupted_builds(backend: Any, repair: bool) -> list[dict[str, Any]]:
     (Outside audit 32a: a build under way after a large import was reported interrupted, and
     `--repair` said it dropped an index that went on being built.)"""
     with backend.db.connection() as conn:
-        if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+        if not _build_lock(conn):
             return []  # a build is under way: its index is valid once it ends
         try:
             invalid = [name for name, valid in sch.vector_indexes(conn) if not valid]
@@ -289,6 +293,16 @@ def _interrupted_builds(backend: Any, repair: bool) -> list[dict[str, Any]]:
     return [_finding("mem_records.vec", problem, "dropped" if repair else REPAIR, repair)]
 
 
+def _build_lock(conn: Any) -> bool:
+    """BUILD_LOCK taken, waiting at most BUILD_PATIENCE for it; False: a build is under way."""
+    deadline = time.monotonic() + BUILD_PATIENCE
+    while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)  # polled: a statement waiting for it would hold a snapshot (`backend._build_index`)
+    return True
+
+
 def _interrupted_reindex(backend: Any, repair: bool) -> list[dict[str, Any]]:
     """The column an interrupted `mem reindex` left (`reindex.py`): the store is whole on its
     recorded embedder, the column only takes room (and its trigger a little of each write). A
@@ -296,7 +310,7 @@ def _interrupted_reindex(backend: Any, repair: bool) -> list[dict[str, Any]]:
     with backend.db.connection() as conn:
         if not reindexing.leftovers(conn):
             return []
-        if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
+        if not _build_lock(conn):
             return []  # a reindex (or an index build) is under way
         try:
             if repair:

@@ -69,6 +69,7 @@ def reindex(backend: Any, name: str, progress: Callable[[int, int], None] | None
         while not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", sch.BUILD_LOCK).fetchone()[0]:
             time.sleep(BUILD_POLL)  # polled: see `backend._build_index`
         try:
+            sch.watch_client(conn)
             drop_leftovers(conn)
             prepare(conn, embedder.dim)
             scopes = indexed_scopes(conn)

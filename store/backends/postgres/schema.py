@@ -52,6 +52,18 @@ SYSTEM_NAME = ""
 VECTOR_INDEX = "mem_records_vec"  # + "_<upto>": see build_vector_index
 BUILD_LOCK = (LOCK_CLASS, 3)  # one index build at a time (session lock of the builder)
 HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64  # pgvector's defaults
+# A builder's session checks this often, while a statement runs, that its client is still there.
+# Without it a killed builder's server process ran its last statement (an index build: minutes)
+# to the end, holding BUILD_LOCK, and `mem doctor` took the leftovers for a build under way
+# (outside audit 34b). PostgreSQL 14 and later; any role may set it.
+CLIENT_CHECK = "1s"
+
+
+def watch_client(conn: Any) -> None:
+    """Have the session end its statement soon after its client dies (see CLIENT_CHECK)."""
+    if conn.info.server_version >= 140000:
+        conn.execute("SELECT set_config('client_connection_check_interval', %s, false)", [CLIENT_CHECK])
+
 
 MIGRATIONS: list[list[str]] = [
     [

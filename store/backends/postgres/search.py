@@ -33,12 +33,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from ...lexical import K1, B, idf, normaliser, terms
+from ...lexical import K1, B, idf, normaliser, query_terms
 from ..base import LEXICAL_POWER, VECTOR_WEIGHT, Candidates, Doc, Filters, RecordGone, fuse
 from .scope import KEY, LIVE, PgScope
 
@@ -116,7 +115,7 @@ def search_each(
     searched = [scope for scope in scopes if scope.dim]
     if not searched:
         return [[] for _ in scopes]
-    qterms = list(dict.fromkeys(query_terms(query_text)))
+    qterms = list(query_terms(query_text))
     dim = searched[0].backend.current_dim()
     if not dim or len(qvec) != dim:  # another process's reindex changed the embedder: words only
         qvec = np.zeros(max(dim, 1), dtype=np.float32)
@@ -191,12 +190,6 @@ def _after_reindex(scope: PgScope) -> np.ndarray:
     dim = backend.current_dim()
     backend.embedder  # noqa: B018 (raises StoreMismatch when this process may not switch)
     return np.zeros(max(dim, 1), dtype=np.float32)
-
-
-@lru_cache(maxsize=64)
-def query_terms(text: str) -> tuple[str, ...]:
-    """The BM25 terms of a query (cached: one query is scored against several scopes)."""
-    return tuple(terms(text))
 
 
 def _where(scope: PgScope, now: float, filters: Filters) -> tuple[str, dict[str, Any]]:
