@@ -332,9 +332,9 @@ class PgScope(Scope):
         k: int = 10,
         exhaustive: bool = False,
     ) -> list[Candidates]:
-        from .search import search
+        from .search import search_each
 
-        return search([self], now, filters, query_vector, query_text, k, exhaustive)
+        return search_each([self], now, filters, query_vector, query_text, k, exhaustive)[0]
 
     def __repr__(self) -> str:
         return f"PgScope({user_name(self.key['ns'])!r}, {self.key['kind']!r}, {self.key['scope']!r})"

@@ -86,19 +86,6 @@ CANDIDATE_COLUMNS = SCORE_COLUMNS.replace(
 ).replace(DISTANCE, "d")
 
 
-def search(
-    scopes: list[PgScope],
-    now: float,
-    filters: Filters,
-    qvec: np.ndarray | None,
-    query_text: str,
-    k: int,
-    exhaustive: bool,
-) -> list[Candidates]:
-    """The candidates of `scopes` (of one backend), their parts in order."""
-    return [part for parts in search_each(scopes, now, filters, qvec, query_text, k, exhaustive) for part in parts]
-
-
 def search_each(
     scopes: list[PgScope],
     now: float,
